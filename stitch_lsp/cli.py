@@ -14,6 +14,10 @@ import sys
 COMMAND_MODULES: tuple[str, ...] = (
     "stitch_lsp.server.command",
     "stitch_lsp.analysis.command",
+    "stitch_lsp.verify.command",
+    "stitch_lsp.profile.command",
+    "stitch_lsp.agents.command",
+    "stitch_lsp.agents.bench_command",
 )
 
 

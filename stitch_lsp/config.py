@@ -31,9 +31,13 @@ class Settings(BaseModel):
     coder: Literal["auto", "builtin", "llm"] = Field(
         "auto", description="auto: the LLM when llmBaseUrl is set, else the builtin generator."
     )
-    llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    llm_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"
+    )
     llm_model: str = Field("gpt-4o", description="Model name sent to the endpoint.")
-    llm_api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable that holds the API key.")
+    llm_api_key_env: str = Field(
+        "OPENAI_API_KEY", description="Environment variable that holds the API key."
+    )
     llm_temperature: float = Field(0.2, ge=0.0, le=2.0)
     llm_max_tokens: int = Field(8192, ge=256)
     llm_timeout_s: float = Field(120.0, gt=0)
@@ -41,7 +45,9 @@ class Settings(BaseModel):
     # Agent loop
     max_attempts: int = Field(5, ge=1, le=50)
     target_speedup: float = Field(1.0, gt=0)
-    trajectories_dir: str = Field(".stitch/trajectories", description="Relative to the workspace root.")
+    trajectories_dir: str = Field(
+        ".stitch/trajectories", description="Relative to the workspace root."
+    )
 
     # Verifier
     device: str | None = Field(None, description="cuda:K, or None for every visible GPU.")

@@ -17,6 +17,7 @@ fi
 export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}:/tmp/site"
 export PYTHONUNBUFFERED=1
 export STITCH_CACHE_DIR="${STITCH_CACHE_DIR:-/tmp/stitch-cache}"
+[ -d "$root/shared" ] && export STITCH_SHARED_DIR="${STITCH_SHARED_DIR:-$root/shared}"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/machine.txt"
 for area in "$@"; do
   script="benchmarks/device/$area.sh"

@@ -1,8 +1,10 @@
-"""`stitch-lsp check`: static diagnostics without an editor."""
+"""`stitch-lsp check`: static diagnostics without an editor, printed like a compiler's."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,4 +15,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    raise SystemExit("check: not implemented yet")
+    from stitch_lsp.analysis.check import check_paths, files_checked
+    from stitch_lsp.config import Settings
+    from stitch_lsp.models.findings import Severity
+
+    paths = [Path(p) for p in args.paths]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        for p in missing:
+            print(f"stitch-lsp check: {p}: no such file or folder", file=sys.stderr)
+        return 2
+    report = check_paths(paths, Settings.from_sources())
+    if args.format == "json":
+        print(report.model_dump_json(indent=2))
+    else:
+        counts = dict.fromkeys(Severity, 0)
+        for d in report.diagnostics:
+            counts[d.severity] += 1
+            print(f"{d.path}:{d.line}:{d.column}: {d.severity.value}: {d.message} [{d.code}]")
+        n = files_checked(paths)
+        print(
+            f"{n} file{'s' if n != 1 else ''} checked: {counts[Severity.error]} errors, "
+            f"{counts[Severity.warning]} warnings, {counts[Severity.information]} infos"
+            + (f", {counts[Severity.hint]} hints" if counts[Severity.hint] else "")
+        )
+    return 1 if report.has_errors else 0

@@ -17,8 +17,11 @@ def _run(args: argparse.Namespace) -> int:
     from stitch_lsp.server.app import create_server
 
     server = create_server()
-    if args.tcp:
-        server.start_tcp(args.host, args.port)
-    else:
-        server.start_io()
+    try:
+        if args.tcp:
+            server.start_tcp(args.host, args.port)
+        else:
+            server.start_io()
+    finally:
+        server.jobs.kill_all_processes()
     return 0

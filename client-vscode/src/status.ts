@@ -1,0 +1,173 @@
+/**
+ * The status bar item as a state machine: what the server process is doing (starting, ready,
+ * missing, failed, stopped) combined with the last `stitch/status` notification about GPU jobs.
+ * The last measured speedup stays visible until a newer result replaces it.
+ */
+
+export const STATUS_NOTIFICATION = "stitch/status";
+
+export type JobState = "idle" | "running" | "done" | "error";
+
+export interface StatusNotification {
+  state: JobState;
+  message: string;
+  speedup?: number;
+}
+
+export type ServerPhase = "starting" | "ready" | "missing" | "failed" | "stopped";
+
+export interface StatusView {
+  text: string;
+  tooltip: string;
+  /** Command run on click. */
+  command: string;
+  kind: "normal" | "warning" | "error";
+}
+
+const JOB_STATES: readonly string[] = ["idle", "running", "done", "error"];
+
+/** Validates a notification's params; anything malformed is dropped rather than shown. */
+export function parseStatus(raw: unknown): StatusNotification | undefined {
+  if (typeof raw !== "object" || raw === null) {
+    return undefined;
+  }
+  const { state, message, speedup } = raw as Record<string, unknown>;
+  if (typeof state !== "string" || !JOB_STATES.includes(state)) {
+    return undefined;
+  }
+  const out: StatusNotification = {
+    state: state as JobState,
+    message: typeof message === "string" ? message : "",
+  };
+  if (typeof speedup === "number" && Number.isFinite(speedup) && speedup > 0) {
+    out.speedup = speedup;
+  }
+  return out;
+}
+
+export function formatSpeedup(speedup: number): string {
+  if (speedup >= 100) {
+    return `${speedup.toFixed(0)}x`;
+  }
+  if (speedup >= 10) {
+    return `${speedup.toFixed(1)}x`;
+  }
+  return `${speedup.toFixed(2)}x`;
+}
+
+export const SHOW_OUTPUT_COMMAND = "stitch.showOutput";
+export const RESTART_COMMAND = "stitch.restartServer";
+
+export class StatusModel {
+  phase: ServerPhase = "stopped";
+  detail = "";
+  trusted = true;
+  job: StatusNotification = { state: "idle", message: "" };
+  lastSpeedup: number | undefined;
+
+  setPhase(phase: ServerPhase, detail = ""): void {
+    this.phase = phase;
+    this.detail = detail;
+    if (phase !== "ready") {
+      // A job cannot outlive its server process.
+      this.job = { state: "idle", message: "" };
+    }
+  }
+
+  update(notification: StatusNotification): void {
+    this.job = notification;
+    if (notification.state === "done" && notification.speedup !== undefined) {
+      this.lastSpeedup = notification.speedup;
+    }
+  }
+
+  /** A GPU job is in flight; a restart now would kill it. */
+  get busy(): boolean {
+    return this.phase === "ready" && this.job.state === "running";
+  }
+
+  view(): StatusView {
+    const base = "Stitch";
+    switch (this.phase) {
+      case "starting":
+        return {
+          text: `$(loading~spin) ${base}`,
+          tooltip: "Starting the stitch-lsp server…",
+          command: SHOW_OUTPUT_COMMAND,
+          kind: "normal",
+        };
+      case "missing":
+        return {
+          text: `$(warning) ${base}: server not installed`,
+          tooltip: `${this.detail}\nClick to try again.`,
+          command: RESTART_COMMAND,
+          kind: "warning",
+        };
+      case "failed":
+        return {
+          text: `$(error) ${base}`,
+          tooltip: `${this.detail || "The stitch-lsp server failed."}\nClick to show the output.`,
+          command: SHOW_OUTPUT_COMMAND,
+          kind: "error",
+        };
+      case "stopped":
+        return {
+          text: `$(circle-slash) ${base}`,
+          tooltip: "The stitch-lsp server is not running. Click to start it.",
+          command: RESTART_COMMAND,
+          kind: "normal",
+        };
+      case "ready":
+        return this.readyView(base);
+    }
+  }
+
+  private readyView(base: string): StatusView {
+    const last =
+      this.lastSpeedup === undefined ? "" : `Last speedup over PyTorch eager: ${formatSpeedup(this.lastSpeedup)}`;
+    if (!this.trusted) {
+      return {
+        text: `$(shield) ${base}: analysis only`,
+        tooltip:
+          "This workspace is not trusted: stitch-lsp analyses files but builds, runs and profiles nothing.",
+        command: SHOW_OUTPUT_COMMAND,
+        kind: "normal",
+      };
+    }
+    const { state, message, speedup } = this.job;
+    switch (state) {
+      case "running":
+        return {
+          text: `$(sync~spin) ${base}: running on GPU`,
+          tooltip: message || "A job is running on the GPU.",
+          command: SHOW_OUTPUT_COMMAND,
+          kind: "normal",
+        };
+      case "error":
+        return {
+          text: `$(error) ${base}: failed`,
+          tooltip: message || "The last job failed.",
+          command: SHOW_OUTPUT_COMMAND,
+          kind: "error",
+        };
+      case "done":
+        return {
+          text:
+            speedup === undefined ? `$(check) ${base}: done` : `$(check) ${base} ${formatSpeedup(speedup)}`,
+          tooltip: [message, last].filter(Boolean).join("\n") || "The last job finished.",
+          command: SHOW_OUTPUT_COMMAND,
+          kind: "normal",
+        };
+      case "idle":
+        return {
+          text:
+            this.lastSpeedup === undefined
+              ? `$(circuit-board) ${base}`
+              : `$(circuit-board) ${base} ${formatSpeedup(this.lastSpeedup)}`,
+          tooltip: [message || "stitch-lsp is idle.", last].filter(Boolean).join("\n"),
+          command: SHOW_OUTPUT_COMMAND,
+          kind: "normal",
+        };
+    }
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * The only module (with extension.ts) that touches `vscode` and vscode-languageclient. It adapts
+ * them to the small interfaces in controller.ts, so that everything with logic in it runs under
+ * node's test runner with fakes.
+ */
+
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as vscode from "vscode";
+import {
+  LanguageClient,
+  type LanguageClientOptions,
+  RevealOutputChannelOn,
+  type ServerOptions,
+  State,
+} from "vscode-languageclient/node";
+import type { ClientHandle, ClientSpec, Host, Ui } from "./controller";
+import { PYTHON_EXTENSION_ID, type PythonExtensionApi } from "./pythonExtension";
+import type { CommandTarget, ServerCapabilitiesLike } from "./serverCommands";
+import { SECTION } from "./settings";
+import { STATUS_NOTIFICATION, type StatusView } from "./status";
+
+export const CLIENT_ID = SECTION; // vscode-languageclient reads `stitch.trace.server` from this id.
+export const CLIENT_NAME = "Stitch CUDA";
+
+export const DOCUMENT_SELECTOR = [
+  { scheme: "file", language: "python" },
+  { scheme: "untitled", language: "python" },
+  { scheme: "file", language: "cuda-cpp" },
+  { scheme: "untitled", language: "cuda-cpp" },
+];
+
+export class VscodeHost implements Host {
+  readonly env = process.env;
+  readonly platform = process.platform;
+  readonly home = os.homedir();
+  readonly ui: Ui;
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    readonly output: vscode.OutputChannel,
+    private readonly statusItem: vscode.StatusBarItem,
+  ) {
+    this.ui = {
+      info: (msg, ...actions) => Promise.resolve(vscode.window.showInformationMessage(msg, ...actions)),
+      warn: (msg, ...actions) => Promise.resolve(vscode.window.showWarningMessage(msg, ...actions)),
+      error: (msg, ...actions) => Promise.resolve(vscode.window.showErrorMessage(msg, ...actions)),
+      pickInstallPath: async () => {
+        const picked = await vscode.window.showOpenDialog({
+          canSelectFiles: true,
+          canSelectFolders: true,
+          canSelectMany: false,
+          openLabel: "Install stitch-lsp from here",
+          filters: { "Python wheel or project folder": ["whl"] },
+        });
+        return picked?.[0]?.fsPath;
+      },
+      openSettings: (query) => {
+        void vscode.commands.executeCommand("workbench.action.openSettings", query);
+      },
+      showOutput: () => this.output.show(true),
+    };
+  }
+
+  setting(key: string): unknown {
+    const resource = vscode.window.activeTextEditor?.document.uri ?? vscode.workspace.workspaceFolders?.[0]?.uri;
+    return vscode.workspace.getConfiguration(SECTION, resource).get(key);
+  }
+
+  isTrusted(): boolean {
+    return vscode.workspace.isTrusted;
+  }
+
+  workspaceFolders(): string[] {
+    return (vscode.workspace.workspaceFolders ?? []).map((folder) => folder.uri.fsPath);
+  }
+
+  async pythonExtension(): Promise<PythonExtensionApi | undefined> {
+    const extension = vscode.extensions.getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
+    if (extension === undefined) {
+      return undefined;
+    }
+    if (!extension.isActive) {
+      await extension.activate();
+    }
+    return extension.exports;
+  }
+
+  bundledFiles(): string[] {
+    const folder = path.join(this.context.extensionPath, "bundled");
+    try {
+      return fs.readdirSync(folder).map((name) => path.join(folder, name));
+    } catch {
+      return [];
+    }
+  }
+
+  log(line: string): void {
+    this.output.appendLine(`[client] ${line}`);
+  }
+
+  showStatus(view: StatusView): void {
+    this.statusItem.text = view.text;
+    this.statusItem.tooltip = view.tooltip;
+    this.statusItem.command = view.command;
+    this.statusItem.backgroundColor =
+      view.kind === "error"
+        ? new vscode.ThemeColor("statusBarItem.errorBackground")
+        : view.kind === "warning"
+          ? new vscode.ThemeColor("statusBarItem.warningBackground")
+          : undefined;
+    this.statusItem.show();
+  }
+}
+
+/** Builds a vscode-languageclient LanguageClient for one server process. */
+export function languageClientFactory(output: vscode.OutputChannel): (spec: ClientSpec) => ClientHandle {
+  return (spec: ClientSpec): ClientHandle => {
+    const serverOptions: ServerOptions = {
+      command: spec.launch.command,
+      args: spec.launch.args,
+      // No `transport`: with TransportKind.stdio the client appends `--stdio`, which `serve`
+      // does not take. Without it the client still talks over the process's stdin/stdout.
+      options: { cwd: spec.launch.cwd, env: spec.launch.env },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: DOCUMENT_SELECTOR,
+      synchronize: { configurationSection: SECTION },
+      initializationOptions: spec.init,
+      outputChannel: output,
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      middleware: {
+        // Second line of defence: the server advertises no execution commands when untrusted.
+        executeCommand: (command, args, next) => {
+          if (!spec.trusted) {
+            void vscode.window.showWarningMessage(
+              `Stitch: ${command} needs a trusted workspace; here stitch-lsp only analyses files.`,
+            );
+            return undefined;
+          }
+          return next(command, args);
+        },
+      },
+    };
+    const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+    return {
+      start: () => client.start(),
+      stop: () => client.stop(),
+      capabilities: () => client.initializeResult?.capabilities as ServerCapabilitiesLike | undefined,
+      sendRequest: (method, params) => client.sendRequest(method, params) as Promise<unknown>,
+      onStatus: (listener) => {
+        client.onNotification(STATUS_NOTIFICATION, listener);
+      },
+      onRunningChange: (listener) => {
+        client.onDidChangeState((event) => {
+          if (event.newState === State.Running) {
+            listener(true);
+          } else if (event.newState === State.Stopped && event.oldState === State.Running) {
+            listener(false);
+          }
+        });
+      },
+    };
+  };
+}
+
+/** The palette command's target: the active editor's selection, as LSP JSON. */
+export function activeTarget(): CommandTarget | undefined {
+  const editor = vscode.window.activeTextEditor;
+  if (editor === undefined) {
+    return undefined;
+  }
+  const { document, selection } = editor;
+  const last = document.lineAt(document.lineCount - 1);
+  const pos = (p: vscode.Position) => ({ line: p.line, character: p.character });
+  const diagnostics = vscode.languages
+    .getDiagnostics(document.uri)
+    .filter((d) => d.range.intersection(selection) !== undefined)
+    .map((d) => ({
+      range: { start: pos(d.range.start), end: pos(d.range.end) },
+      message: d.message,
+      severity: d.severity + 1,
+      code: typeof d.code === "object" ? d.code.value : d.code,
+      source: d.source,
+    }));
+  return {
+    uri: document.uri.toString(),
+    range: { start: pos(selection.start), end: pos(selection.end) },
+    fullRange: { start: { line: 0, character: 0 }, end: pos(last.range.end) },
+    diagnostics,
+  };
+}

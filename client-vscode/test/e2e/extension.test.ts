@@ -1,0 +1,73 @@
+/**
+ * The bundled extension, with its real vscode-languageclient, starts the real server (found as
+ * the extension finds it), receives its stitch/status notifications into the status bar,
+ * registers the server's commands next to its own, restarts on a setting change and stops on
+ * deactivate. Only the `vscode` module is fake.
+ */
+
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { CLIENT_COMMANDS } from "../../src/controller";
+import { context, loadBundle, until } from "../support/bundle";
+import { makeFakeVscode } from "../support/fakeVscode";
+import { FIXTURES, testPython } from "./session";
+
+describe("the bundled extension with the real server", { timeout: 90_000 }, () => {
+  const fake = makeFakeVscode({
+    settings: { "python.interpreter": [testPython()], "trace.server": "off" },
+    workspaceFolder: FIXTURES,
+  });
+  const ctx = context();
+  let loaded: ReturnType<typeof loadBundle>;
+  const startsLogged = () => fake.output.filter((l) => l.includes("stitch-lsp ") && l.includes(" in ")).length;
+
+  before(() => {
+    loaded = loadBundle(fake);
+  });
+
+  after(() => {
+    loaded.restore();
+  });
+
+  it("starts the server and shows its status in the status bar", async () => {
+    await loaded.extension.activate(ctx);
+    // The server's first stitch/status ("stitch-lsp ready ...") lands in the item's tooltip.
+    await until("the server's first stitch/status", () => /stitch-lsp ready/.test(String(fake.statusItem.tooltip)), fake);
+    assert.equal(fake.statusItem.text, "$(circuit-board) Stitch");
+    assert.deepEqual(
+      fake.messages.filter((m) => m.level === "error"),
+      [],
+      "the extension showed an error",
+    );
+  });
+
+  it("registers the server's advertised commands beside its own, without clashes", async () => {
+    const line = fake.output.find((l) => l.includes("Server commands:"));
+    assert.ok(line, fake.output.join("\n"));
+    const advertised = line
+      .replace(/.*Server commands: /, "")
+      .replace(/\.$/, "")
+      .split(", ")
+      .filter((c) => c !== "none");
+    for (const id of [...CLIENT_COMMANDS, ...advertised]) {
+      assert.ok(fake.registered.has(id), `${id} is not registered`);
+    }
+  });
+
+  it("restarts the server when a server setting changes, and not for the trace level", async () => {
+    const before = startsLogged();
+    fake.configuration.fire({ affectsConfiguration: (s: string) => s === "stitch.trace.server" });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(startsLogged(), before);
+    fake.settings.llmModel = "another-model";
+    fake.configuration.fire({ affectsConfiguration: (s: string) => s === "stitch.llmModel" || s === "stitch" });
+    await until("a second server start", () => startsLogged() === before + 1, fake);
+    await until("the new server's status", () => fake.statusItem.text.startsWith("$(circuit-board)"), fake);
+  });
+
+  it("stops the server on deactivate", async () => {
+    if (process.env.STITCH_TEST_VERBOSE) console.log(fake.output.join("\n"));
+    await loaded.extension.deactivate();
+    assert.equal(fake.statusItem.text, "$(circle-slash) Stitch");
+  });
+});

@@ -1,0 +1,203 @@
+/**
+ * A fake `vscode` module, enough for the bundled extension and vscode-languageclient to activate,
+ * start the real server over stdio and register the server's features. Members a test does not
+ * look at are stubs: events and `register*` calls return disposables, unknown classes are empty.
+ */
+
+import * as path from "node:path";
+
+export interface Disposable {
+  dispose(): void;
+}
+
+const disposable = (): Disposable => ({ dispose: () => undefined });
+
+type Listener = (e: unknown) => unknown;
+
+/** An event source: `event(listener)` subscribes, `fire(value)` calls every listener. */
+export class FakeEmitter {
+  readonly listeners: Listener[] = [];
+  readonly event = (listener: Listener): Disposable => {
+    this.listeners.push(listener);
+    return { dispose: () => this.listeners.splice(this.listeners.indexOf(listener), 1) };
+  };
+  fire(value: unknown): void {
+    for (const l of [...this.listeners]) {
+      l(value);
+    }
+  }
+}
+
+class FakeUri {
+  constructor(
+    readonly scheme: string,
+    readonly fsPath: string,
+  ) {}
+  static file(p: string): FakeUri {
+    return new FakeUri("file", path.resolve(p));
+  }
+  static parse(value: string): FakeUri {
+    return value.startsWith("file://") ? new FakeUri("file", value.slice(7)) : new FakeUri("unknown", value);
+  }
+  get path(): string {
+    return this.fsPath;
+  }
+  toString(): string {
+    return this.scheme === "file" ? `file://${this.fsPath}` : this.fsPath;
+  }
+  with(): FakeUri {
+    return this;
+  }
+}
+
+/** Unknown members: `on*` are events, `register*`/`create*` return disposables, others undefined. */
+function withStubs<T extends object>(target: T): T {
+  return new Proxy(target, {
+    get(obj, prop, receiver) {
+      if (prop in obj) {
+        return Reflect.get(obj, prop, receiver);
+      }
+      if (typeof prop === "string" && /^on[A-Z]/.test(prop)) {
+        return () => disposable();
+      }
+      if (typeof prop === "string" && /^(register|create)/.test(prop)) {
+        return () => ({ ...disposable(), set: () => undefined, clear: () => undefined, delete: () => undefined });
+      }
+      return undefined;
+    },
+  });
+}
+
+export interface FakeVscode {
+  module: unknown;
+  settings: Record<string, unknown>;
+  registered: Map<string, (...args: unknown[]) => unknown>;
+  messages: { level: string; text: string; actions: unknown[] }[];
+  output: string[];
+  statusItem: { text: string; tooltip: unknown; command: unknown; visible: boolean };
+  configuration: FakeEmitter;
+  trusted: { value: boolean };
+}
+
+export function makeFakeVscode(opts: { settings: Record<string, unknown>; workspaceFolder: string }): FakeVscode {
+  const registered = new Map<string, (...args: unknown[]) => unknown>();
+  const messages: FakeVscode["messages"] = [];
+  const output: string[] = [];
+  const configuration = new FakeEmitter();
+  const trusted = { value: true };
+  const settings = opts.settings;
+  const statusItem = {
+    text: "",
+    tooltip: "" as unknown,
+    command: undefined as unknown,
+    name: "",
+    backgroundColor: undefined as unknown,
+    visible: false,
+    show() {
+      this.visible = true;
+    },
+    hide() {
+      this.visible = false;
+    },
+    dispose: () => undefined,
+  };
+  const message =
+    (level: string) =>
+    (text: string, ...actions: unknown[]) => {
+      messages.push({ level, text, actions });
+      return Promise.resolve(undefined);
+    };
+  const channel = () => ({
+    name: "Stitch CUDA",
+    append: (t: string) => output.push(t),
+    appendLine: (t: string) => output.push(t),
+    replace: () => undefined,
+    show: () => undefined,
+    hide: () => undefined,
+    clear: () => undefined,
+    dispose: () => undefined,
+  });
+  const config = (section?: string) => ({
+    get: (key: string, fallback?: unknown) => {
+      const full = section ? `${section}.${key}` : key;
+      const short = full.startsWith("stitch.") ? full.slice("stitch.".length) : undefined;
+      if (full === "stitch") {
+        return { ...settings };
+      }
+      return (short !== undefined ? settings[short] : undefined) ?? fallback;
+    },
+    has: () => false,
+    inspect: () => undefined,
+    update: () => Promise.resolve(),
+  });
+  const vscode = {
+    version: "1.95.0",
+    StatusBarAlignment: { Left: 1, Right: 2 },
+    Uri: FakeUri,
+    ThemeColor: class {
+      constructor(readonly id: string) {}
+    },
+    Disposable: class {
+      constructor(private readonly fn: () => void) {}
+      static from(...items: Disposable[]) {
+        return { dispose: () => items.forEach((d) => d.dispose()) };
+      }
+      dispose() {
+        this.fn();
+      }
+    },
+    EventEmitter: class {
+      private readonly inner = new FakeEmitter();
+      readonly event = this.inner.event;
+      fire(v: unknown) {
+        this.inner.fire(v);
+      }
+      dispose() {}
+    },
+    env: withStubs({ appName: "Visual Studio Code (fake)", language: "en", machineId: "test", sessionId: "test" }),
+    window: withStubs({
+      createOutputChannel: channel,
+      createStatusBarItem: () => statusItem,
+      showInformationMessage: message("info"),
+      showWarningMessage: message("warn"),
+      showErrorMessage: message("error"),
+      activeTextEditor: undefined,
+      visibleTextEditors: [],
+      tabGroups: { all: [], onDidChangeTabs: () => disposable(), onDidChangeTabGroups: () => disposable() },
+    }),
+    commands: withStubs({
+      registerCommand: (id: string, fn: (...args: unknown[]) => unknown) => {
+        if (registered.has(id)) {
+          throw new Error(`command '${id}' already exists`);
+        }
+        registered.set(id, fn);
+        return { dispose: () => registered.delete(id) };
+      },
+      executeCommand: () => Promise.resolve(undefined),
+    }),
+    workspace: withStubs({
+      get isTrusted() {
+        return trusted.value;
+      },
+      workspaceFolders: [{ uri: FakeUri.file(opts.workspaceFolder), name: "fixtures", index: 0 }],
+      getWorkspaceFolder: () => undefined,
+      textDocuments: [],
+      notebookDocuments: [],
+      getConfiguration: config,
+      createFileSystemWatcher: () => ({
+        onDidCreate: () => disposable(),
+        onDidChange: () => disposable(),
+        onDidDelete: () => disposable(),
+        dispose: () => undefined,
+      }),
+      onDidChangeConfiguration: configuration.event,
+    }),
+    extensions: withStubs({ getExtension: () => undefined }),
+    languages: withStubs({ getDiagnostics: () => [], match: () => 0 }),
+  };
+  const module = new Proxy(vscode as Record<string | symbol, unknown>, {
+    // vscode-languageclient subclasses VS Code's classes at load time; unknown ones are empty.
+    get: (target, prop) => (prop in target ? target[prop] : class {}),
+  });
+  return { module, settings, registered, messages, output, statusItem, configuration, trusted };
+}

@@ -1,0 +1,67 @@
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { describe, it } from "node:test";
+import { CLIENT_COMMANDS } from "../../src/controller";
+import { PALETTE_COMMANDS, SERVER_COMMANDS } from "../../src/serverCommands";
+import { EXTENSION_ROOT, loadManifest } from "../support/fakes";
+
+const manifest = loadManifest();
+
+describe("package.json", () => {
+  it("activates on Python and CUDA files", () => {
+    const events = manifest.activationEvents ?? [];
+    assert.ok(events.includes("onLanguage:python"));
+    assert.ok(events.includes("onLanguage:cuda-cpp"));
+  });
+
+  it("contributes exactly the commands the extension registers, none clashing with server ids", () => {
+    const contributed = (manifest.contributes?.commands ?? []).map((c) => c.command).sort();
+    assert.deepEqual(contributed, [...CLIENT_COMMANDS].sort());
+    const serverIds: string[] = Object.values(SERVER_COMMANDS);
+    for (const id of contributed) {
+      // vscode-languageclient registers the server's command ids itself; a clash would fail activation.
+      assert.ok(!serverIds.includes(id), `${id} clashes with a server command`);
+    }
+    for (const cmd of manifest.contributes?.commands ?? []) {
+      assert.equal(cmd.category, "Stitch");
+    }
+  });
+
+  it("maps a palette command to each of generate, verify, profile and optimize", () => {
+    assert.deepEqual(Object.values(PALETTE_COMMANDS).sort(), ["generate", "optimize", "profile", "verify"]);
+  });
+
+  it("declares limited support for untrusted workspaces and restricts the settings that run programs", () => {
+    const trust = (manifest.capabilities?.untrustedWorkspaces ?? {}) as {
+      supported?: unknown;
+      description?: string;
+      restrictedConfigurations?: string[];
+    };
+    assert.equal(trust.supported, "limited");
+    assert.ok(trust.description && trust.description.length > 20);
+    for (const key of ["stitch.python.interpreter", "stitch.pythonForWorkers", "stitch.ncuPath"]) {
+      assert.ok(trust.restrictedConfigurations?.includes(key), `${key} is not restricted`);
+    }
+  });
+
+  it("bundles the client so the .vsix needs no node_modules", () => {
+    const ignore = fs.readFileSync(path.join(EXTENSION_ROOT, ".vscodeignore"), "utf8");
+    assert.match(ignore, /^\*\*$/m);
+    assert.match(ignore, /^!out\/extension\.js$/m);
+    const pkg = JSON.parse(fs.readFileSync(path.join(EXTENSION_ROOT, "package.json"), "utf8"));
+    assert.equal(pkg.main, "./out/extension.js");
+    assert.match(pkg.scripts.package, /--no-dependencies/);
+  });
+
+  it("keeps the vscode module behind vscodeApi.ts and extension.ts", () => {
+    const src = path.join(EXTENSION_ROOT, "src");
+    for (const name of fs.readdirSync(src)) {
+      const text = fs.readFileSync(path.join(src, name), "utf8");
+      const touchesVscode = /from "vscode"|from "vscode-languageclient/.test(text);
+      if (touchesVscode) {
+        assert.ok(["vscodeApi.ts", "extension.ts"].includes(name), `${name} imports vscode`);
+      }
+    }
+  });
+});

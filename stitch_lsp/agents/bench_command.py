@@ -1,0 +1,186 @@
+"""`stitch-lsp bench DIR`: coverage, correctness and speedups of a coder over KernelBench problems."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stitch_lsp.agents.bench import BenchReport, BenchRow
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench", help="generate and verify over a folder of KernelBench-format problems"
+    )
+    p.add_argument("folder", help="a folder of problems, or one that holds level1/, level2/, ...")
+    p.add_argument("--level", type=int, help="use FOLDER/levelN when it exists")
+    p.add_argument("--coder", choices=("builtin", "llm"), default="builtin")
+    p.add_argument("--limit", type=int, help="only the first K problems (by problem number)")
+    p.add_argument("--only", help="comma-separated problem numbers or name fragments to run")
+    p.add_argument("--json", dest="json_out", help="write the table as JSON here")
+    p.add_argument("--markdown", help="write the table as Markdown here (default: JSON's .md)")
+    p.add_argument("--out", help="folder for the candidates (default: .stitch/bench/<coder>)")
+    p.add_argument("--devices", help="GPUs to use, e.g. cuda:0,cuda:1 (default: every visible)")
+    p.set_defaults(func=_run)
+
+
+def _select(files: list[Path], only: str | None) -> list[Path]:
+    if not only:
+        return files
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+
+    def hit(p: Path) -> bool:
+        number = p.name.split("_", 1)[0]
+        return any(w == number or (not w.isdigit() and w in p.stem) for w in wanted)
+
+    return [p for p in files if hit(p)]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from stitch_lsp.agents.bench import (
+        BenchReport,
+        problem_files,
+        run_bench,
+        summarise,
+        write_outputs,
+    )
+    from stitch_lsp.config import Settings
+    from stitch_lsp.verify import visible_gpus
+
+    folder = Path(args.folder)
+    if not folder.is_dir():
+        print(f"stitch-lsp bench: {folder}: no such folder", file=sys.stderr)
+        return 2
+    files = _select(problem_files(folder, args.level, None), args.only)
+    if args.limit:
+        files = files[: args.limit]
+    if not files:
+        print(f"stitch-lsp bench: no problems found in {folder}", file=sys.stderr)
+        return 2
+    settings = Settings.from_sources()
+    devices = [d.strip() for d in args.devices.split(",")] if args.devices else visible_gpus()
+    if not devices:
+        print("No CUDA GPU visible: candidates are generated, not verified.")
+    out_dir = Path(args.out or Path(".stitch") / "bench" / args.coder)
+    json_path = Path(args.json_out) if args.json_out else None
+    md_path = (
+        Path(args.markdown)
+        if args.markdown
+        else (json_path.with_suffix(".md") if json_path else None)
+    )
+
+    def report_of(rows: list[BenchRow]) -> BenchReport:
+        return BenchReport(
+            folder=str(folder if args.level is None else folder / f"level{args.level}"),
+            coder=args.coder,
+            devices=list(devices),
+            date=date.today().isoformat(),
+            rows=rows,
+            summary=summarise(rows),
+        )
+
+    def save_partial(rows: list[BenchRow]) -> None:
+        write_outputs(report_of(rows), json_path, md_path)
+
+    with _progress(len(files)) as (generated, verified):
+        rows = run_bench(
+            files,
+            settings,
+            coder=args.coder,
+            out_dir=out_dir,
+            devices=devices,
+            on_generated=generated,
+            on_verified=verified,
+            on_rows=save_partial,
+        )
+    report = report_of(rows)
+    _print_table(report)
+    write_outputs(report, json_path, md_path)
+    if json_path:
+        print(f"wrote {json_path}" + (f" and {md_path}" if md_path else ""))
+    incorrect = [r for r in rows if r.handled and r.status and not r.correct]
+    return 1 if incorrect and devices else 0
+
+
+@contextmanager
+def _progress(
+    total: int,
+) -> Iterator[tuple[Callable[[BenchRow], None], Callable[[BenchRow], None]]]:
+    """A rich progress bar, or plain lines where rich is not installed (bare GPU machines)."""
+    try:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+    except ImportError:
+
+        def gen_line(row: BenchRow) -> None:
+            print(f"generated {row.problem}: {'handled' if row.handled else row.reason}")
+
+        def ver_line(row: BenchRow) -> None:
+            print(f"verified {row.problem}: {row.status} {row.speedup_vs_eager or ''}")
+
+        yield gen_line, ver_line
+        return
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    ) as progress:
+        gen = progress.add_task("generate", total=total)
+        ver = progress.add_task("verify", total=None)
+        handled = 0
+
+        def generated(row: BenchRow) -> None:
+            nonlocal handled
+            handled += int(row.handled)
+            progress.update(gen, advance=1, description=f"generate {row.problem[:28]}")
+            progress.update(ver, total=handled)
+
+        def verified(row: BenchRow) -> None:
+            mark = "ok" if row.correct else row.status
+            progress.update(ver, advance=1, description=f"verify {row.problem[:24]} {mark}")
+
+        yield generated, verified
+
+
+def _print_table(report: BenchReport) -> None:
+    from stitch_lsp.agents.bench import markdown
+
+    s = report.summary
+    ge = f"{s.geomean_vs_eager:.3f}x" if s.geomean_vs_eager else "-"
+    gc = f"{s.geomean_vs_compile:.3f}x" if s.geomean_vs_compile else "-"
+    line = (
+        f"coverage {s.handled}/{s.problems} ({s.coverage:.0%}), correct {s.correct}/{s.handled}, "
+        f"fast_0 {s.fast_0:.0%}, fast_1 {s.fast_1:.0%}, geomean vs eager {ge}, "
+        f"vs torch.compile {gc}"
+    )
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print(markdown(report))
+        return
+    table = Table(title=f"stitch-lsp bench ({report.coder})")
+    for col in ("problem", "handled", "correct", "vs eager", "vs compile", "note"):
+        table.add_column(col)
+    for r in report.rows:
+        note = (r.reason or "").splitlines()[0][:60] if r.reason else ""
+        table.add_row(
+            r.problem,
+            "yes" if r.handled else "no",
+            "yes" if r.correct else ("-" if not r.handled else "no"),
+            f"{r.speedup_vs_eager:.3f}x" if r.speedup_vs_eager else "-",
+            f"{r.speedup_vs_compile:.3f}x" if r.speedup_vs_compile else "-",
+            note,
+        )
+    console = Console()
+    console.print(table)
+    console.print(line)

@@ -1,0 +1,574 @@
+"""Turn partitioned groups into CUDA kernels, C launchers and the ModelNew forward that calls them.
+
+Each fusion group becomes one kernel:
+  pointwise: grid-stride over the flat index, float4 loads/stores when sizes and pointers allow;
+  row/chan reductions: one block per kept row (or channel), warp shuffles + shared memory;
+  tile reductions: 32 threads along the contiguous kept dim, TY threads along the reduced dim.
+Shapes are compile-time constants (the candidate is specialised to the problem it was made for,
+and ModelNew checks its input shapes at run time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use
+from stitch_lsp.agents.builtin.partition import Group
+from stitch_lsp.agents.builtin.templates import (
+    CUBLAS_PREAMBLE,
+    PREAMBLE,
+    STATE_TYPES,
+    ew_expr,
+    float_literal,
+)
+
+INT32_LIMIT = 2**31 - 1
+
+
+def bcast_offset(index: str, consumer: Shape, operand: Shape) -> tuple[str, bool]:
+    """C expression for an operand's element offset, given the consumer's flat index.
+
+    Returns (expr, identity). Dims where the operand is broadcast contribute nothing; runs of
+    neighbouring dims are merged so a bias over channels costs one div and one mod.
+    """
+    op = tuple(operand)
+    while len(op) > len(consumer) and op[0] == 1:
+        op = op[1:]
+    if len(op) > len(consumer):
+        raise Unsupported(f"operand shape {operand} does not broadcast to {consumer}")
+    op = (1,) * (len(consumer) - len(op)) + op
+    runs: list[list[int]] = []  # [size, used]
+    for c, o in zip(consumer, op, strict=True):
+        if o not in (1, c):
+            raise Unsupported(f"operand shape {operand} does not broadcast to {consumer}")
+        if c == 1:
+            continue
+        used = int(o == c)
+        if runs and runs[-1][1] == used:
+            runs[-1][0] *= c
+        else:
+            runs.append([c, used])
+    if not any(u for _, u in runs):
+        return "0", False
+    if all(u for _, u in runs):
+        return index, True
+    terms = []
+    stride_c = 1
+    stride_o = 1
+    for i in range(len(runs) - 1, -1, -1):
+        size, used = runs[i]
+        if used:
+            t = index if stride_c == 1 else f"({index} / {stride_c})"
+            if i != 0:
+                t = f"({t} % {size})"
+            if stride_o != 1:
+                t = f"{t} * {stride_o}"
+            terms.append(t)
+            stride_o *= size
+        stride_c *= size
+    return " + ".join(reversed(terms)), False
+
+
+@dataclass
+class Arg:
+    name: str
+    vid: int
+    ctype: str
+    role: str  # in | inout | out
+
+
+@dataclass
+class GroupKernel:
+    group: Group
+    name: str
+    args: list[Arg]
+    source: str
+    comment: str
+
+
+@dataclass
+class _Scope:
+    """One place code is emitted: a loop body (full space) or a row/column scope (reduced)."""
+
+    space: str
+    index: str
+    lines: list[str] = field(default_factory=list)
+    memo: dict[object, str] = field(default_factory=dict)
+    lane: bool = False
+    vec_loads: dict[str, str] = field(default_factory=dict)
+
+
+class _GroupGen:
+    def __init__(self, graph: Graph, group: Group, arg_of: dict[int, Arg]) -> None:
+        self.graph = graph
+        self.g = group
+        self.arg_of = arg_of  # external vid -> pointer arg
+        self.nodes = {n.vid: n for n in group.nodes}
+        self.red_scope: _Scope | None = None
+        self.tmp = 0
+        self.idx_t = "long long" if group.full_numel > INT32_LIMIT else "int"
+
+    # -- expression emission ---------------------------------------------------------------------
+    def value(self, vid: int, scope: _Scope) -> str:
+        node = self.nodes[vid]
+        space = self.g.space[vid]
+        if space == "red" and scope.space == "full":
+            assert self.red_scope is not None
+            return self.value(vid, self.red_scope)
+        if vid in scope.memo:
+            return scope.memo[vid]
+        if node.kind == "reduce":
+            raise Unsupported(f"internal: reduction %{vid} used before its pass")
+        args = [self.operand(a, node.shape, scope) for a in node.args]
+        name = f"v{vid}" if vid >= 0 else f"vp{-vid}"
+        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params)};")
+        scope.memo[vid] = name
+        return name
+
+    def operand(self, a: Use | Const, consumer: Shape, scope: _Scope) -> str:
+        if isinstance(a, Const):
+            return float_literal(a.value)
+        if a.vid in self.nodes:
+            return self.value(a.vid, scope)
+        arg = self.arg_of[a.vid]
+        offset, identity = bcast_offset(scope.index, consumer, a.shape)
+        key = (arg.name, offset)
+        if key in scope.memo:
+            return scope.memo[key]
+        if identity and scope.lane:
+            if arg.name not in scope.vec_loads:
+                scope.vec_loads[arg.name] = f"q_{arg.name}"
+            expr = f"reinterpret_cast<const float*>(&q_{arg.name})[l]"
+        else:
+            expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
+        name = f"x{len(scope.memo)}_{arg.name}"
+        scope.lines.append(f"const float {name} = {expr};")
+        scope.memo[key] = name
+        return name
+
+    # -- loops -----------------------------------------------------------------------------------
+    def full_loop(self, lane: bool, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+        """Body over one full-space element (or 4 lanes): push reduction inputs, store outputs."""
+        scope = _Scope("full", "f", lane=lane)
+        for state, vid in push:
+            scope.lines.append(f"{state}.push({self.value(vid, scope)});")
+        outs = []
+        for vid in stores:
+            arg = self.arg_of[vid]
+            v = self.value(vid, scope)
+            if lane:
+                scope.lines.append(f"o_{arg.name}[l] = {v};")
+            else:
+                scope.lines.append(f"{arg.name}[f] = {v};")
+            outs.append(arg.name)
+        if not lane:
+            return ["const idx_t f = f0;", *scope.lines]
+        pre = [
+            f"const float4 q_{name} = *reinterpret_cast<const float4*>({name} + f0);"
+            for name in scope.vec_loads
+        ]
+        pre += [f"float o_{name}[4];" for name in outs]
+        body = [
+            "#pragma unroll",
+            "for (int l = 0; l < 4; ++l) {",
+            "  const idx_t f = f0 + l;",
+            *("  " + s for s in scope.lines),
+            "}",
+        ]
+        post = [
+            f"*reinterpret_cast<float4*>({name} + f0) = "
+            f"make_float4(o_{name}[0], o_{name}[1], o_{name}[2], o_{name}[3]);"
+            for name in outs
+        ]
+        return pre + body + post
+
+
+def _indent(lines: list[str], n: int) -> list[str]:
+    return [(" " * n + s) if s else s for s in lines]
+
+
+class Codegen:
+    def __init__(self, graph: Graph, groups: list[Group]) -> None:
+        self.graph = graph
+        self.groups = groups
+        self.owner = {n.vid: g for g in groups for n in g.nodes}
+        self.kernels: list[GroupKernel] = []
+        self.uses_cublas = any(g.kind == "gemm" for g in groups)
+
+    def shape(self, vid: int) -> Shape:
+        return self.graph.shape_of(vid)
+
+    # -- args --------------------------------------------------------------------------------
+    def _args(self, g: Group) -> list[Arg]:
+        args: list[Arg] = []
+        seen: dict[int, Arg] = {}
+        inout = set()
+        for s in g.sinks:
+            for u in s.uses[2:]:
+                inout.add(u.vid)
+        for n in g.nodes + g.sinks:
+            for u in n.uses:
+                if (u.vid in self.owner and self.owner[u.vid] is g) or u.vid in seen:
+                    continue
+                if u.vid in inout:
+                    leaf = self.graph.leaves[u.vid]
+                    ctype = "long long*" if leaf.dtype == "int64" else "float*"
+                    a = Arg(f"io{len(seen)}", u.vid, ctype, "inout")
+                else:
+                    a = Arg(f"in{len(seen)}", u.vid, "const float* __restrict__", "in")
+                seen[u.vid] = a
+                args.append(a)
+        for k, vid in enumerate(g.outputs):
+            args.append(Arg(f"out{k}", vid, "float* __restrict__", "out"))
+        return args
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel(self, g: Group) -> GroupKernel:
+        args = self._args(g)
+        arg_of = {a.vid: a for a in args}
+        gen = _GroupGen(self.graph, g, arg_of)
+        ops = [n.origin or n.fn for n in g.nodes]
+        uniq = list(dict.fromkeys(ops))
+        comment = ", ".join(uniq)
+        if g.kind == "pointwise":
+            src = self._pointwise(g, gen, args)
+        else:
+            src = self._reduction(g, gen, args)
+        return GroupKernel(g, g.name, args, src, comment)
+
+    def _signature(self, name: str, args: list[Arg]) -> str:
+        return ", ".join(f"{a.ctype} {a.name}" for a in args)
+
+    def _launcher(self, g: Group, args: list[Arg], launch: list[str]) -> str:
+        params = ", ".join(f"{a.ctype.replace(' __restrict__', '')} {a.name}" for a in args)
+        ptrs = " && ".join(f"stitch_aligned16({a.name})" for a in args) or "true"
+        lines = [
+            f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
+            f"  const bool vec = {ptrs};",
+            *_indent(launch, 2),
+            "  return (int)cudaGetLastError();",
+            "}",
+        ]
+        return "\n".join(lines)
+
+    def _pointwise(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
+        n = g.full_numel
+        stores = list(g.outputs)
+        vec_ok = n % 4 == 0
+        scalar = gen.full_loop(False, [], stores)
+        vec = gen.full_loop(True, [], stores) if vec_ok else []
+        names = ", ".join(a.name for a in args)
+        lines = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({self._signature(g.name, args)}) {{",
+            f"  typedef {gen.idx_t} idx_t;",
+            f"  const idx_t n = {n};",
+            "  const idx_t stride = (idx_t)gridDim.x * blockDim.x;",
+            "  const idx_t start = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;",
+        ]
+        if vec_ok:
+            lines += [
+                "  if constexpr (VEC) {",
+                "    #pragma unroll 2",
+                "    for (idx_t v = start; v < n / 4; v += stride) {",
+                "      const idx_t f0 = v * 4;",
+                *_indent(vec, 6),
+                "    }",
+                "  } else {",
+            ]
+        else:
+            lines.append("  {")
+        lines += [
+            "    #pragma unroll 4",
+            "    for (idx_t f0 = start; f0 < n; f0 += stride) {",
+            *_indent(scalar, 6),
+            "    }",
+            "  }",
+            "}",
+        ]
+        launch = [
+            f"if (vec && {str(vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<stitch_grid({n // 4}, 256, 8), 256, 0, stream>>>({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<stitch_grid({n}, 256, 8), 256, 0, stream>>>({names});",
+            "}",
+        ]
+        return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
+
+    def _reduction(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
+        lay = g.layout
+        assert lay is not None
+        a, b, c = lay.dims
+        tile = lay.kind == "tile"
+        # Slots: one accumulator per distinct (kind, input) reduction.
+        slots: dict[tuple[object, ...], str] = {}
+        slot_nodes: dict[str, list[Node]] = {}
+        slot_input: dict[str, Use] = {}
+        slot_kind: dict[str, str] = {}
+        slot_pass: dict[str, int] = {}
+        for n in g.nodes:
+            if n.kind != "reduce":
+                continue
+            x = n.args[0]
+            assert isinstance(x, Use)
+            key = (n.fn, x.vid, x.shape, tuple(n.params["axes"]))  # type: ignore[arg-type]
+            if key not in slots:
+                s = f"s{len(slots)}"
+                slots[key] = s
+                slot_nodes[s] = []
+                slot_input[s] = x
+                slot_kind[s] = n.fn
+                slot_pass[s] = g.level[n.vid]
+            slot_nodes[slots[key]].append(n)
+        passes = g.passes
+        rlen = lay.rlen
+        kept = lay.kept
+        red_scope = _Scope("red", "kept")
+        gen.red_scope = red_scope
+        vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
+        if tile:
+            ty = 1
+            while ty < 32 and ty * 8 < b:
+                ty *= 2
+        else:
+            items = rlen // 4 if vec_ok else rlen
+            threads = 32
+            while threads < 1024 and threads * 4 < items:
+                threads *= 2
+
+        def loop(push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+            if tile:
+                body = gen.full_loop(False, push, stores)
+                return [
+                    "#pragma unroll 4",
+                    "for (idx_t r = threadIdx.y; valid && r < R; r += TY) {",
+                    "  const idx_t f0 = (k1 * R + r) * K2 + k2;",
+                    *_indent(body, 2),
+                    "}",
+                ]
+            addr = "row * RLEN + j" if lay.kind == "row" else "((j / R2) * K + row) * R2 + (j % R2)"
+            out = []
+            if vec_ok:
+                body = gen.full_loop(True, push, stores)
+                out += [
+                    "if constexpr (VEC) {",
+                    "  #pragma unroll 2",
+                    "  for (idx_t j = threadIdx.x * 4; j < RLEN; j += blockDim.x * 4) {",
+                    f"    const idx_t f0 = {addr};",
+                    *_indent(body, 4),
+                    "  }",
+                    "} else {",
+                ]
+            else:
+                out.append("{")
+            body = gen.full_loop(False, push, stores)
+            out += [
+                "  #pragma unroll 4",
+                "  for (idx_t j = threadIdx.x; j < RLEN; j += blockDim.x) {",
+                f"    const idx_t f0 = {addr};",
+                *_indent(body, 4),
+                "  }",
+                "}",
+            ]
+            return out
+
+        body: list[str] = []
+        for p in range(1, passes + 1):
+            mine = [s for s in slots.values() if slot_pass[s] == p]
+            red_scope.lines = []
+            decl = [
+                f"{STATE_TYPES[slot_kind[s]]} {s} = {STATE_TYPES[slot_kind[s]]}::id();"
+                for s in mine
+            ]
+            push = []
+            for s in mine:
+                x = slot_input[s]
+                if x.vid in gen.nodes:
+                    push.append((s, x.vid))
+                else:
+                    push.append((s, -1))
+            # External inputs pushed directly: wrap as a pseudo value.
+            loop_lines = self._push_loop(gen, loop, push, slot_input)
+            body += [f"// pass {p}: " + ", ".join(f"{slot_kind[s]}" for s in mine)]
+            body += red_scope.lines + decl + loop_lines
+            for s in mine:
+                st = STATE_TYPES[slot_kind[s]]
+                if tile:
+                    body.append(f"{s} = column_allreduce<{st}, TY>({s}, sm_{s});")
+                else:
+                    body.append(f"{s} = block_allreduce<{st}>({s}, sm_{s});")
+                for n in slot_nodes[s]:
+                    fieldname = str(n.params["field"])
+                    expr = {
+                        "sum": f"{s}.v",
+                        "max": f"{s}.v" if slot_kind[s] != "softmax" else f"{s}.m",
+                        "min": f"{s}.v",
+                        "mean": f"{s}.mean({float(rlen)!r})",
+                        "var": f"{s}.var({float(rlen)!r})",
+                        "sumexp": f"{s}.s",
+                    }[fieldname]
+                    body.append(f"const float v{n.vid} = {expr};")
+                    red_scope.memo[n.vid] = f"v{n.vid}"
+        full_out = [v for v in g.outputs if g.space[v] == "full"]
+        red_out = [v for v in g.outputs if g.space[v] == "red"]
+        red_scope.lines = []
+        final = loop([], full_out) if full_out else []
+        pre_final = red_scope.lines
+        red_scope.lines = []
+        guard = "threadIdx.y == 0 && valid" if tile else "threadIdx.x == 0"
+        tail: list[str] = []
+        for vid in red_out:
+            v = gen.value(vid, red_scope)
+            arg = gen.arg_of[vid]
+            tail.append(f"if ({guard}) {arg.name}[kept] = {v};")
+        for s in g.sinks:
+            mean, var, rm, rv, nbt = s.uses
+            mv, vv = gen.value(mean.vid, red_scope), gen.value(var.vid, red_scope)
+            m = float(s.params["momentum"])  # type: ignore[arg-type]
+            cnt = int(s.params["count"])  # type: ignore[arg-type]
+            unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
+            prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
+            tail += [
+                f"if ({guard}) {{  // running statistics, as {s.origin} updates them in training",
+                f"  {prm}[kept] = {float_literal(1 - m)} * {prm}[kept] + {float_literal(m)} * {mv};",
+                f"  {prv}[kept] = {float_literal(1 - m)} * {prv}[kept] + "
+                f"{float_literal(m)} * ({vv} * {float_literal(unbias)});",
+                f"  if (kept == 0) {pn}[0] += 1;",
+                "}",
+            ]
+        body += ["// final pass: outputs", *pre_final, *red_scope.lines, *final, *tail]
+
+        sig = self._signature(g.name, args)
+        names = ", ".join(a.name for a in args)
+        smem = [
+            f"__shared__ {STATE_TYPES[slot_kind[s]]} sm_{s}" + ("[TY][32];" if tile else "[32];")
+            for s in slots.values()
+        ]
+        if tile:
+            head = [
+                "template <bool VEC>",
+                f"__global__ void __launch_bounds__({32 * ty}) {g.name}_kernel({sig}) {{",
+                f"  typedef {gen.idx_t} idx_t;",
+                f"  constexpr idx_t K1 = {a}, R = {b}, K2 = {c};",
+                f"  constexpr int TY = {ty};",
+                *_indent(smem, 2),
+                "  const idx_t k2 = (idx_t)blockIdx.x * 32 + threadIdx.x;",
+                "  const bool valid = k2 < K2;",
+                "  for (idx_t k1 = blockIdx.y; k1 < K1; k1 += gridDim.y) {",
+                "    const idx_t kept = k1 * K2 + k2;",
+                "    (void)kept;",
+            ]
+            grid = f"dim3((unsigned)(({c} + 31) / 32), (unsigned)({min(a, 65535)}))"
+            launch = [
+                f"{g.name}_kernel<false><<<{grid}, dim3(32, {ty}), 0, stream>>>({names});",
+            ]
+        else:
+            consts = (
+                f"  constexpr idx_t K = {kept}, RLEN = {rlen};"
+                if lay.kind == "row"
+                else f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {rlen};"
+            )
+            head = [
+                "template <bool VEC>",
+                f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
+                f"  typedef {gen.idx_t} idx_t;",
+                consts,
+                *_indent(smem, 2),
+                "  for (idx_t row = blockIdx.x; row < K; row += gridDim.x) {",
+                "    const idx_t kept = row;",
+                "    (void)kept;",
+            ]
+            per_sm = max(1, min(32, 2048 // threads))
+            grid = f"stitch_grid({kept} * {threads}LL, {threads}, {per_sm})"
+            launch = [
+                f"if (vec && {str(vec_ok).lower()}) {{",
+                f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
+                "} else {",
+                f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
+                "}",
+            ]
+        src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+        return src + "\n\n" + self._launcher(g, args, launch)
+
+    def _push_loop(self, gen, loop, push, slot_input):  # type: ignore[no-untyped-def]
+        """Reduction inputs that are group values are emitted; external ones are loaded."""
+        fixed: list[tuple[str, int]] = []
+        for s, vid in push:
+            if vid >= 0:
+                fixed.append((s, vid))
+                continue
+            # An external tensor reduced directly: make a pseudo identity node.
+            u = slot_input[s]
+            pseudo = Node(-(len(gen.nodes) + 1000), "ew", "add", [u, Const(0.0)], u.shape)
+            pseudo.fn = "identity"
+            gen.nodes[pseudo.vid] = pseudo
+            gen.g.space[pseudo.vid] = "full"
+            fixed.append((s, pseudo.vid))
+        return loop(fixed, [])
+
+    # -- GEMM ----------------------------------------------------------------------------------
+    def gemm(self, g: Group) -> GroupKernel:
+        node = g.nodes[0]
+        a, b = node.uses
+        batch = int(node.params.get("batch", 1))  # type: ignore[arg-type]
+        m, k = a.shape[-2], a.shape[-1]
+        n = b.shape[-1]
+        # Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+        op_b, ldb = ("CUBLAS_OP_T", k) if b.trans else ("CUBLAS_OP_N", n)
+        op_a, lda = ("CUBLAS_OP_T", m) if a.trans else ("CUBLAS_OP_N", k)
+        args = [
+            Arg("a", a.vid, "const float*", "in"),
+            Arg("b", b.vid, "const float*", "in"),
+            Arg("c", node.vid, "float*", "out"),
+        ]
+        call = (
+            f"cublasGemmStridedBatchedEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, "
+            f"b, CUDA_R_32F, {ldb}, {k * n}LL, a, CUDA_R_32F, {lda}, {m * k}LL, &beta, "
+            f"c, CUDA_R_32F, {n}, {m * n}LL, {batch}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
+            if batch > 1
+            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, b, CUDA_R_32F, {ldb}, "
+            f"a, CUDA_R_32F, {lda}, &beta, c, CUDA_R_32F, {n}, CUBLAS_COMPUTE_32F, "
+            "CUBLAS_GEMM_DEFAULT)"
+        )
+        src = "\n".join(
+            [
+                f"// {node.origin}: C[{batch}x{m}x{n}] = A[{m}x{k}]{'^T' if a.trans else ''} "
+                f"* B[{k}x{n}]{'^T' if b.trans else ''} on cuBLAS, FP32 compute",
+                f'extern "C" int {g.name}(const float* a, const float* b, float* c, '
+                "cudaStream_t stream) {",
+                "  cublasHandle_t h = stitch_cublas();",
+                "  if (h == nullptr) return STITCH_CUBLAS_ERROR;",
+                "  if (cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR;",
+                "  const float alpha = 1.f, beta = 0.f;",
+                f"  const cublasStatus_t st = {call};",
+                "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+                "  return (int)cudaGetLastError();",
+                "}",
+            ]
+        )
+        return GroupKernel(g, g.name, args, src, node.origin)
+
+    def cuda_source(self, with_gemm: bool = True) -> str:
+        """The whole CUDA file. `with_gemm=False` leaves out the cuBLAS launchers, for compile
+        checks on machines whose toolkit has no cuBLAS headers."""
+        parts = [
+            "// Generated by the stitch-lsp builtin coder. Shapes are fixed at generation time."
+        ]
+        parts.append(PREAMBLE)
+        if self.uses_cublas and with_gemm:
+            parts.append(CUBLAS_PREAMBLE)
+        for g in self.groups:
+            if g.kind in ("pointwise", "reduction"):
+                k = self.kernel(g)
+            elif g.kind == "gemm" and with_gemm:
+                k = self.gemm(g)
+            else:
+                continue
+            self.kernels.append(k)
+            what = "reduction " + g.layout.describe() if g.layout else g.kind
+            parts.append(f"// ---- {k.name} ({what}) fuses: {k.comment}\n{k.source}")
+        return "\n\n".join(parts) + "\n"
+
+
+def leaf_expr(leaf: Leaf) -> str:
+    return leaf.expr

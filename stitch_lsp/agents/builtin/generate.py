@@ -1,0 +1,68 @@
+"""Capture, partition and generate in one call (runs inside the torch worker)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from stitch_lsp.agents.builtin.codegen import Codegen
+from stitch_lsp.agents.builtin.ir import Unsupported
+from stitch_lsp.agents.builtin.partition import Group, partition
+from stitch_lsp.agents.builtin.pysource import candidate_source
+from stitch_lsp.models.codegen import BuiltinCandidate, FusionGroup
+
+
+def _fusion_group(g: Group, launcher: str | None) -> FusionGroup:
+    ops = [n.origin or n.fn for n in g.nodes + g.sinks]
+    lines = sorted({n.line for n in g.nodes + g.sinks if n.line is not None})
+    library = {"gemm": "cuBLAS (FP32 compute)", "conv": "cuDNN through PyTorch"}.get(g.kind)
+    return FusionGroup(
+        name=launcher or f"torch.nn.functional.{g.nodes[0].fn}",
+        kind=g.kind,
+        ops=list(dict.fromkeys(ops)),
+        library=library,
+        layout=g.layout.describe() if g.layout else None,
+        lines=lines,
+    )
+
+
+def header_for(reference: Path, candidate_dir: Path | None) -> str:
+    if candidate_dir is None:
+        return reference.name
+    return Path(os.path.relpath(reference.resolve(), candidate_dir.resolve())).as_posix()
+
+
+def generate(reference: Path, header: str) -> BuiltinCandidate:
+    from stitch_lsp.agents.builtin.capture import capture  # torch
+
+    start = time.perf_counter()
+    summary = ""
+    try:
+        graph = capture(reference)
+        summary = graph.summary()
+        groups = partition(graph)
+        if all(g.kind == "conv" for g in groups):
+            raise Unsupported(
+                "nothing to generate: the module is a convolution alone, which stays on cuDNN "
+                "(a candidate that only calls PyTorch would not be a CUDA implementation)"
+            )
+        cg = Codegen(graph, groups)
+        cuda = cg.cuda_source()
+        source = candidate_source(graph, groups, cg, cuda, reference.read_text(), header)
+    except Unsupported as exc:
+        return BuiltinCandidate(
+            handled=False,
+            reason=str(exc),
+            graph_summary=summary,
+            seconds=time.perf_counter() - start,
+        )
+    names = {k.group.gid: k.name for k in cg.kernels}
+    return BuiltinCandidate(
+        handled=True,
+        source=source,
+        groups=[_fusion_group(g, names.get(g.gid)) for g in groups],
+        graph_summary=summary,
+        cuda_source=cuda,
+        seconds=time.perf_counter() - start,
+    )

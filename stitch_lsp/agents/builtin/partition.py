@@ -1,0 +1,218 @@
+"""Split the IR graph into library calls and fused kernels.
+
+Heavy ops (GEMM, conv) each become a library call. Every other op joins the open fusion group
+when it can be computed from the group's flat index: elementwise ops over the group's full
+shape, reductions over one common layout, and elementwise ops on the reduced values. Anything
+else closes the group; values that cross a group boundary are written to memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from stitch_lsp.agents.builtin.ir import Graph, Node, Shape, Unsupported, Use, numel, strip_ones
+
+Space = Literal["full", "red"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a reduction walks its input, after merging neighbouring dims of the same kind.
+
+    row:  (K, R)       reduce the contiguous tail; one block per row.
+    tile: (K1, R, K2)  reduce a middle (or leading) dim; threads along K2 keep loads coalesced.
+    chan: (R1, K, R2)  reduce all but one middle dim (batch norm); one block per channel.
+    """
+
+    kind: Literal["row", "tile", "chan"]
+    dims: tuple[int, int, int]
+    shape: Shape
+    axes: tuple[int, ...]
+
+    @property
+    def kept(self) -> int:
+        a, b, c = self.dims
+        return {"row": a, "tile": a * c, "chan": b}[self.kind]
+
+    @property
+    def rlen(self) -> int:
+        a, b, c = self.dims
+        return {"row": b, "tile": b, "chan": a * c}[self.kind]
+
+    @property
+    def keep_shape(self) -> Shape:
+        return tuple(1 if i in self.axes else d for i, d in enumerate(self.shape))
+
+    def same(self, other: Layout) -> bool:
+        return self.kind == other.kind and self.dims == other.dims
+
+    def describe(self) -> str:
+        a, b, c = self.dims
+        return {
+            "row": f"row {a}x{b}",
+            "tile": f"tile {a}x[{b}]x{c}",
+            "chan": f"channel [{a}]x{b}x[{c}]",
+        }[self.kind]
+
+
+def layout_of(shape: Shape, axes: tuple[int, ...]) -> Layout:
+    runs: list[list[int]] = []  # [size, reduced]
+    for i, d in enumerate(shape):
+        if d == 1:
+            continue
+        red = int(i in axes)
+        if runs and runs[-1][1] == red:
+            runs[-1][0] *= d
+        else:
+            runs.append([d, red])
+    pattern = "".join("R" if r else "K" for _, r in runs)
+    sizes = [s for s, _ in runs]
+    if pattern == "R":
+        return Layout("row", (1, sizes[0], 1), shape, axes)
+    if pattern == "KR":
+        return Layout("row", (sizes[0], sizes[1], 1), shape, axes)
+    if pattern == "RK":
+        return Layout("tile", (1, sizes[0], sizes[1]), shape, axes)
+    if pattern == "KRK":
+        return Layout("tile", (sizes[0], sizes[1], sizes[2]), shape, axes)
+    if pattern == "RKR":
+        return Layout("chan", (sizes[0], sizes[1], sizes[2]), shape, axes)
+    if pattern in ("", "K"):
+        raise Unsupported(f"reduction over size-1 dims {axes} of {shape}")
+    raise Unsupported(f"reduction over dims {axes} of {shape} is not supported")
+
+
+@dataclass
+class Group:
+    gid: int
+    kind: Literal["pointwise", "reduction", "gemm", "conv"]
+    nodes: list[Node] = field(default_factory=list)
+    full_numel: int = 0
+    layout: Layout | None = None
+    space: dict[int, Space] = field(default_factory=dict)
+    level: dict[int, int] = field(default_factory=dict)
+    outputs: list[int] = field(default_factory=list)
+    sinks: list[Node] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        prefix = {"pointwise": "fused", "reduction": "fused", "gemm": "gemm", "conv": "conv"}
+        return f"stitch_{prefix[self.kind]}_{self.gid}"
+
+    @property
+    def passes(self) -> int:
+        return max((self.level[n.vid] for n in self.nodes if n.kind == "reduce"), default=0)
+
+    def owns(self, vid: int) -> bool:
+        return vid in self.space or any(n.vid == vid for n in self.nodes)
+
+
+def _red_fits(u: Use, node_shape: Shape, layout: Layout) -> bool:
+    """A reduced value may be broadcast into the full space only along the reduced axes."""
+    keep = layout.keep_shape
+    us = tuple(u.shape)
+    if len(us) > len(keep):
+        us = strip_ones(us)
+    us = (1,) * (len(keep) - len(us)) + us
+    return us == keep and strip_ones(node_shape) == strip_ones(layout.shape)
+
+
+def _try_add(g: Group, node: Node) -> bool:
+    internal = [u for u in node.uses if u.vid in g.space]
+    if node.kind == "reduce":
+        x = node.args[0]
+        assert isinstance(x, Use)
+        axes = tuple(node.params["axes"])  # type: ignore[arg-type]
+        lay = layout_of(x.shape, axes)
+        if x.vid in g.space and g.space[x.vid] != "full":
+            return False
+        if g.nodes and numel(x.shape) != g.full_numel:
+            return False
+        if g.layout is not None and not g.layout.same(lay):
+            return False
+        if not g.nodes:
+            g.full_numel = numel(x.shape)
+        g.layout = g.layout or lay
+        g.kind = "reduction"
+        g.level[node.vid] = g.level.get(x.vid, 0) + 1
+        g.space[node.vid] = "red"
+        g.nodes.append(node)
+        return True
+    if node.kind != "ew":
+        return False
+    fulls = [u for u in internal if g.space[u.vid] == "full"]
+    reds = [u for u in internal if g.space[u.vid] == "red"]
+    size = numel(node.shape)
+    if not g.nodes:
+        g.full_numel = size
+        space: Space = "full"
+    elif fulls:
+        if size != g.full_numel:
+            return False
+        if reds and (g.layout is None or not all(_red_fits(u, node.shape, g.layout) for u in reds)):
+            return False
+        space = "full"
+    elif reds:
+        assert g.layout is not None
+        if size == g.full_numel and all(_red_fits(u, node.shape, g.layout) for u in reds):
+            space = "full"
+        elif size == g.layout.kept:
+            space = "red"
+        else:
+            return False
+    elif size == g.full_numel:
+        space = "full"
+    else:
+        return False
+    g.space[node.vid] = space
+    g.level[node.vid] = max((g.level.get(u.vid, 0) for u in internal), default=0)
+    g.nodes.append(node)
+    return True
+
+
+def partition(graph: Graph) -> list[Group]:
+    groups: list[Group] = []
+    open_group: Group | None = None
+
+    def new_group(kind: Literal["pointwise", "reduction", "gemm", "conv"]) -> Group:
+        g = Group(len(groups), kind)
+        groups.append(g)
+        return g
+
+    for node in graph.nodes:
+        if node.kind in ("gemm", "conv"):
+            g = new_group(node.kind)  # type: ignore[arg-type]
+            g.nodes.append(node)
+            open_group = None
+            continue
+        if node.kind == "bn_update":
+            mean = node.args[0]
+            assert isinstance(mean, Use)
+            if open_group is None or open_group.space.get(mean.vid) != "red":
+                raise Unsupported(f"{node.origin}: running-stat update outside its reduction")
+            open_group.sinks.append(node)
+            continue
+        if open_group is not None and _try_add(open_group, node):
+            continue
+        open_group = new_group("pointwise")
+        if not _try_add(open_group, node):
+            raise Unsupported(f"{node.origin}: cannot start a fusion group here")
+
+    owner = {n.vid: g for g in groups for n in g.nodes}
+    needed: dict[int, set[int]] = {g.gid: set() for g in groups}
+    for g in groups:
+        for n in g.nodes + g.sinks:
+            for u in n.uses:
+                src = owner.get(u.vid)
+                if src is not None and src is not g:
+                    needed[src.gid].add(u.vid)
+    for u in graph.outputs:
+        src = owner.get(u.vid)
+        if src is not None:
+            needed[src.gid].add(u.vid)
+    for g in groups:
+        g.outputs = [n.vid for n in g.nodes if n.vid in needed[g.gid]]
+        if g.kind in ("pointwise", "reduction") and not g.outputs and not g.sinks:
+            raise Unsupported(f"group {g.gid} computes nothing that is used")
+    return groups

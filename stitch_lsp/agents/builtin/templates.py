@@ -1,0 +1,238 @@
+"""CUDA text the generator pastes into every candidate: math helpers, reduction states, launch sizing.
+
+The math follows ATen's float kernels (same formulas, float accumulation; variance sums in
+double), so results match the eager reference well inside KernelBench's 1e-4 tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+
+PREAMBLE = r"""
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+// ---- launch sizing: grids are sized from the SM count of the current device ----
+static int stitch_sm_count() {
+  static int counts[64] = {0};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev < 0 || dev >= 64) return 132;
+  if (counts[dev] == 0) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    counts[dev] = n > 0 ? n : 132;
+  }
+  return counts[dev];
+}
+static inline bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+static inline int stitch_grid(long long items, int threads, int blocks_per_sm) {
+  long long want = (items + threads - 1) / threads;
+  long long cap = (long long)stitch_sm_count() * blocks_per_sm;
+  if (want > cap) want = cap;
+  return want < 1 ? 1 : (int)want;
+}
+
+// ---- elementwise math (float, as ATen's CUDA kernels compute it) ----
+__device__ __forceinline__ float st_relu(float x) { return x > 0.f ? x : 0.f; }
+__device__ __forceinline__ float st_relu6(float x) { return fminf(fmaxf(x, 0.f), 6.f); }
+__device__ __forceinline__ float st_leaky_relu(float x, float s) { return x > 0.f ? x : x * s; }
+__device__ __forceinline__ float st_elu(float x, float a) { return x > 0.f ? x : a * expm1f(x); }
+__device__ __forceinline__ float st_selu(float x) {
+  return 1.0507009873554804934193349852946f *
+         (x > 0.f ? x : 1.6732632423543772848170429916717f * expm1f(x));
+}
+__device__ __forceinline__ float st_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f)); }
+__device__ __forceinline__ float st_gelu_tanh(float x) {
+  const float inner = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.f + tanhf(inner));
+}
+__device__ __forceinline__ float st_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float st_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ float st_silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float st_softplus(float x, float beta, float threshold) {
+  return (x * beta) > threshold ? x : log1pf(expf(x * beta)) / beta;
+}
+__device__ __forceinline__ float st_mish(float x) { return x * tanhf(st_softplus(x, 1.f, 20.f)); }
+__device__ __forceinline__ float st_hardswish(float x) { return x * fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f; }
+__device__ __forceinline__ float st_hardsigmoid(float x) { return fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f; }
+__device__ __forceinline__ float st_hardtanh(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+__device__ __forceinline__ float st_clamp(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+__device__ __forceinline__ float st_clamp_min(float x, float lo) { return fmaxf(x, lo); }
+__device__ __forceinline__ float st_clamp_max(float x, float hi) { return fminf(x, hi); }
+__device__ __forceinline__ float st_lse_finish(float m, float s) {
+  return isinf(m) ? m : m + logf(s);
+}
+
+// ---- reduction states: push one value, combine two partial states, shuffle across a warp ----
+struct SumS {
+  float v;
+  __device__ static SumS id() { return {0.f}; }
+  __device__ void push(float x) { v += x; }
+  __device__ static SumS comb(SumS a, SumS b) { return {a.v + b.v}; }
+  __device__ SumS shfl(int o) const { return {__shfl_xor_sync(0xffffffffu, v, o)}; }
+};
+struct MaxS {
+  float v;
+  __device__ static MaxS id() { return {-INFINITY}; }
+  __device__ void push(float x) { v = fmaxf(v, x); }
+  __device__ static MaxS comb(MaxS a, MaxS b) { return {fmaxf(a.v, b.v)}; }
+  __device__ MaxS shfl(int o) const { return {__shfl_xor_sync(0xffffffffu, v, o)}; }
+};
+struct MinS {
+  float v;
+  __device__ static MinS id() { return {INFINITY}; }
+  __device__ void push(float x) { v = fminf(v, x); }
+  __device__ static MinS comb(MinS a, MinS b) { return {fminf(a.v, b.v)}; }
+  __device__ MinS shfl(int o) const { return {__shfl_xor_sync(0xffffffffu, v, o)}; }
+};
+// Mean and biased variance from sums in double: one read pass, no cancellation trouble at fp32.
+struct MomS {
+  double s1, s2;
+  __device__ static MomS id() { return {0.0, 0.0}; }
+  __device__ void push(float x) { s1 += (double)x; s2 += (double)x * (double)x; }
+  __device__ static MomS comb(MomS a, MomS b) { return {a.s1 + b.s1, a.s2 + b.s2}; }
+  __device__ MomS shfl(int o) const {
+    return {__shfl_xor_sync(0xffffffffu, s1, o), __shfl_xor_sync(0xffffffffu, s2, o)};
+  }
+  __device__ float mean(double n) const { return (float)(s1 / n); }
+  __device__ float var(double n) const {
+    const double m = s1 / n;
+    const double v = s2 / n - m * m;
+    return (float)(v > 0.0 ? v : 0.0);
+  }
+};
+// Online softmax statistics: running max m and sum of exp(x - m), in one pass.
+struct SmxS {
+  float m, s;
+  __device__ static SmxS id() { return {-INFINITY, 0.f}; }
+  __device__ void push(float x) {
+    if (x > m) { s = s * expf(m - x) + 1.f; m = x; }
+    else if (x != -INFINITY) { s += expf(x - m); }
+  }
+  __device__ static SmxS comb(SmxS a, SmxS b) {
+    const float m = fmaxf(a.m, b.m);
+    if (m == -INFINITY) return {m, 0.f};
+    const float sa = a.m == -INFINITY ? 0.f : a.s * expf(a.m - m);
+    const float sb = b.m == -INFINITY ? 0.f : b.s * expf(b.m - m);
+    return {m, sa + sb};
+  }
+  __device__ SmxS shfl(int o) const {
+    return {__shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o)};
+  }
+};
+
+// Every thread of a 1-D block gets the combined state (warp shuffles, then one smem step).
+template <typename T>
+__device__ __forceinline__ T block_allreduce(T v, T* smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = T::comb(v, v.shfl(o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  T r = lane < nwarps ? smem[lane] : T::id();
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) r = T::comb(r, r.shfl(o));
+  return r;
+}
+
+// Combine the partial states of a (32 x TY) block along y; every thread gets its column's result.
+template <typename T, int TY>
+__device__ __forceinline__ T column_allreduce(T v, T (*smem)[32]) {
+  __syncthreads();
+  smem[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int y = 1; y < TY; ++y) v = T::comb(v, smem[y][threadIdx.x]);
+    smem[0][threadIdx.x] = v;
+  }
+  __syncthreads();
+  return smem[0][threadIdx.x];
+}
+"""
+
+CUBLAS_PREAMBLE = r"""
+#include <cublas_v2.h>
+
+// One cuBLAS handle per device, created on first use. GEMMs ask for CUBLAS_COMPUTE_32F (no
+// TF32), as eager PyTorch computes with allow_tf32 off.
+static cublasHandle_t stitch_cublas() {
+  static cublasHandle_t handles[64] = {nullptr};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (handles[dev] == nullptr) {
+    if (cublasCreate(&handles[dev]) != CUBLAS_STATUS_SUCCESS) return nullptr;
+  }
+  return handles[dev];
+}
+#define STITCH_CUBLAS_ERROR 10000
+"""
+
+STATE_TYPES = {"sum": "SumS", "max": "MaxS", "min": "MinS", "moments": "MomS", "softmax": "SmxS"}
+
+
+def float_literal(v: float) -> str:
+    if math.isnan(v):
+        return "NAN"
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    text = repr(float(v))
+    if "e" not in text and "." not in text:
+        text += ".0"
+    return f"{text}f" if not text.startswith("-") else f"({text}f)"
+
+
+def ew_expr(fn: str, a: list[str], params: dict[str, object]) -> str:
+    """C expression for one elementwise op on operand expressions `a`."""
+
+    def p(name: str) -> str:
+        return float_literal(float(params[name]))  # type: ignore[arg-type]
+
+    binary = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+    if fn in binary:
+        return f"({a[0]} {binary[fn]} {a[1]})"
+    if fn == "maximum":
+        return f"fmaxf({a[0]}, {a[1]})"
+    if fn == "minimum":
+        return f"fminf({a[0]}, {a[1]})"
+    if fn == "pow":
+        return f"powf({a[0]}, {a[1]})"
+    if fn == "lse_finish":
+        return f"st_lse_finish({a[0]}, {a[1]})"
+    simple = {
+        "identity": "{0}",
+        "neg": "(-{0})",
+        "abs": "fabsf({0})",
+        "exp": "expf({0})",
+        "log": "logf({0})",
+        "log1p": "log1pf({0})",
+        "sqrt": "sqrtf({0})",
+        "rsqrt": "rsqrtf({0})",
+        "reciprocal": "(1.f / {0})",
+        "square": "({0} * {0})",
+    }
+    if fn in simple:
+        return simple[fn].format(a[0])
+    if fn in ("relu", "relu6", "selu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu", "mish"):
+        return f"st_{fn}({a[0]})"
+    if fn in ("hardswish", "hardsigmoid"):
+        return f"st_{fn}({a[0]})"
+    if fn == "leaky_relu":
+        return f"st_leaky_relu({a[0]}, {p('slope')})"
+    if fn == "elu":
+        return f"st_elu({a[0]}, {p('alpha')})"
+    if fn == "hardtanh":
+        return f"st_hardtanh({a[0]}, {p('lo')}, {p('hi')})"
+    if fn == "softplus":
+        return f"st_softplus({a[0]}, {p('beta')}, {p('threshold')})"
+    if fn == "clamp":
+        if "lo" in params and "hi" in params:
+            return f"st_clamp({a[0]}, {p('lo')}, {p('hi')})"
+        if "lo" in params:
+            return f"st_clamp_min({a[0]}, {p('lo')})"
+        return f"st_clamp_max({a[0]}, {p('hi')})"
+    raise KeyError(fn)

@@ -1,0 +1,218 @@
+"""`stitch-lsp generate` (the agent loop from a terminal) and `stitch-lsp export-trajectories`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "generate",
+        help="plan, write and verify a fused CUDA implementation of a KernelBench-format module",
+        description="Runs Planner -> Coder -> Verifier until an attempt is correct and fast enough "
+        "or the attempts run out; writes the best attempt to a new file next to the reference.",
+    )
+    p.add_argument(
+        "reference", type=Path, help="a file defining Model, get_inputs, get_init_inputs"
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        help="where to write (must not exist); "
+        "default: <stem>_stitch.py, <stem>_stitch_2.py, ... next to the reference",
+    )
+    p.add_argument(
+        "--coder", choices=("auto", "llm", "builtin"), help="default: the settings' coder"
+    )
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    p.add_argument("--model", help="model name sent to the endpoint")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--max-attempts", type=int, help="attempt budget (default 5)")
+    p.add_argument("--target-speedup", type=float, help="stop once this speedup is reached")
+    p.add_argument(
+        "--verify",
+        choices=("full", "compile"),
+        default="full",
+        help="full: GPU correctness and timing; compile: build + static checks only",
+    )
+    p.add_argument("--device", help="cuda:K to verify on")
+    p.add_argument(
+        "--trajectories-dir", help="where attempt records go (relative: to the reference)"
+    )
+    p.add_argument("--json", action="store_true", help="print the run result as JSON at the end")
+    p.set_defaults(func=_generate)
+
+    e = sub.add_parser("export-trajectories", help="collect attempt records into one JSONL file")
+    e.add_argument(
+        "dir",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="folder of *.jsonl records (default: the settings' trajectoriesDir)",
+    )
+    e.add_argument("-o", "--output", type=Path, help="output file (default: stdout)")
+    e.add_argument("--min-reward", type=float, help="keep records with reward >= R")
+    e.add_argument(
+        "--only-correct", action="store_true", help="keep records verified correct on a GPU"
+    )
+    e.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    e.set_defaults(func=_export)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from stitch_lsp.agents.output import free_name, with_header, write_new
+    from stitch_lsp.agents.runner import build_loop, coder_kind
+    from stitch_lsp.config import Settings
+    from stitch_lsp.server.devices import discover_gpus, no_gpu_message
+
+    console = Console(stderr=True, highlight=False)
+    reference: Path = args.reference.resolve()
+    if not reference.is_file():
+        console.print(f"[red]error:[/] no such file: {args.reference}")
+        return 2
+    if args.output is not None and args.output.exists():
+        console.print(
+            f"[red]error:[/] {args.output} already exists; stitch-lsp never overwrites a file. "
+            "Choose another -o, or leave -o out to get a free name."
+        )
+        return 2
+    settings = Settings.from_sources(
+        coder=args.coder,
+        llm_base_url=args.base_url,
+        llm_model=args.model,
+        llm_api_key_env=args.api_key_env,
+        max_attempts=args.max_attempts,
+        target_speedup=args.target_speedup,
+        device=args.device,
+        trajectories_dir=args.trajectories_dir,
+    )
+    kind = coder_kind(settings)
+    if kind == "llm" and not settings.llm_base_url:
+        console.print(
+            "[red]error:[/] --coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL"
+        )
+        return 2
+    compile_only = args.verify == "compile"
+    if not compile_only and not discover_gpus(settings.device):
+        console.print(
+            f"[red]error:[/] {no_gpu_message()} Use --verify compile to build and check "
+            "statically without one (correctness and speed are then not verified)."
+        )
+        return 2
+
+    cancel = threading.Event()
+    loop = build_loop(
+        reference,
+        settings,
+        compile_only=compile_only,
+        cancel=cancel,
+        progress=lambda msg: console.print(f"[dim]… {msg}[/]"),
+        device=settings.device,
+    )
+    loop.on_attempt = lambda a: console.print(_attempt_line(a, settings.max_attempts))
+    console.print(
+        f"[bold]stitch-lsp generate[/] {args.reference} · coder {kind}"
+        + (f" ({settings.llm_model} at {settings.llm_base_url})" if kind == "llm" else "")
+        + f" · verify {args.verify}"
+    )
+
+    previous = signal.getsignal(signal.SIGINT)
+
+    def interrupt(_sig: int, _frame: object) -> None:
+        console.print("[yellow]cancelling…[/]")
+        cancel.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, interrupt)
+    try:
+        result = loop.run()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, previous)
+
+    best = result.best
+    if best is not None and best.code is not None and result.stopped != "cancelled":
+        out = args.output or free_name(reference)
+        try:
+            write_new(out, with_header(best.code, reference, out))
+        except FileExistsError:
+            console.print(
+                f"[red]error:[/] {out} appeared while the run went on; nothing was written"
+            )
+            return 1
+        result.output = str(out)
+    colour = "green" if result.ok else "red"
+    console.print(f"[{colour}]{result.message}[/]")
+    if result.output:
+        console.print(f"wrote {result.output}")
+    if result.trajectory_file:
+        console.print(f"[dim]trajectories: {result.trajectory_file}[/]")
+    if args.json:
+        data = result.model_dump(mode="json")
+        for a in data["attempts"]:
+            a.pop("code", None)
+        print(json.dumps(data, indent=1))
+    return 0 if result.ok else 1
+
+
+def _attempt_line(a: object, budget: int) -> str:
+    v = a.verdict  # type: ignore[attr-defined]
+    colour = {"passed": "green", "compiled": "green", "compile_error": "red", "no_code": "red"}.get(
+        v.status, "yellow"
+    )
+    speed = f" · {v.speedup:.2f}x" if v.speedup is not None else ""
+    rub = f" · rubric {a.rubric_total}/20" if a.rubric_total is not None else ""  # type: ignore[attr-defined]
+    reward = f" · reward {a.reward:.3f}" if a.reward is not None else ""  # type: ignore[attr-defined]
+    detail = ""
+    if v.status == "compile_error" and v.diagnostics:
+        d = next((x for x in v.diagnostics if x.severity.value == "error"), v.diagnostics[0])
+        detail = f" — line {d.line}: {d.message[:100]}"
+    elif v.status not in {"passed", "compiled"}:
+        detail = f" — {(v.correctness or v.message)[:120]}"
+    return (
+        f"attempt {a.index}/{budget} [{a.stage.value}] [{colour}]{v.status}[/]"  # type: ignore[attr-defined]
+        f"{speed}{rub}{reward}{detail}"
+    )
+
+
+def _export(args: argparse.Namespace) -> int:
+    from stitch_lsp.agents.trajectory import iter_records, select
+    from stitch_lsp.config import Settings
+
+    folder = args.dir or Path(Settings.from_sources().trajectories_dir)
+    if not folder.is_dir():
+        print(f"error: no trajectory folder at {folder}", file=sys.stderr)
+        return 2
+    if args.output is not None and args.output.exists() and not args.force:
+        print(f"error: {args.output} exists (use --force to replace it)", file=sys.stderr)
+        return 2
+    records = select(
+        (rec for _, rec in iter_records(folder)),
+        min_reward=args.min_reward,
+        only_correct=args.only_correct,
+    )
+    n = 0
+    if args.output is None:
+        for rec in records:
+            sys.stdout.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            n += 1
+    else:
+        tmp = args.output.with_name(f".{args.output.name}.{os.getpid()}.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                n += 1
+        tmp.replace(args.output)
+    print(
+        f"exported {n} record(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr
+    )
+    return 0

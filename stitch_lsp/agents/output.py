@@ -1,0 +1,45 @@
+"""Where a generated file goes and how it starts: a free name next to the reference, a header line.
+
+Nothing the user wrote is ever overwritten: names are probed, and the file is created with
+O_EXCL.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+HEADER_RE = re.compile(r"^#\s*stitch-lsp:\s*reference=(\S+)\s*$")
+
+
+def free_name(reference: Path, taken: set[str] | None = None) -> Path:
+    """`<stem>_stitch.py`, then `<stem>_stitch_2.py`, ...: the first that does not exist."""
+    taken = taken or set()
+    stem = reference.stem
+    for n in range(1, 10_000):
+        name = f"{stem}_stitch.py" if n == 1 else f"{stem}_stitch_{n}.py"
+        candidate = reference.with_name(name)
+        if not candidate.exists() and name not in taken:
+            return candidate
+    raise FileExistsError(f"no free output name next to {reference}")
+
+
+def header_line(reference: Path, out: Path) -> str:
+    rel = os.path.relpath(reference.resolve(), out.resolve().parent)
+    return f"# stitch-lsp: reference={Path(rel).as_posix()}"
+
+
+def with_header(code: str, reference: Path, out: Path) -> str:
+    """The file's text: our header first (replacing one the Coder may have written)."""
+    lines = code.splitlines()
+    if lines and HEADER_RE.match(lines[0]):
+        lines = lines[1:]
+    return "\n".join([header_line(reference, out), *lines]).rstrip("\n") + "\n"
+
+
+def write_new(path: Path, text: str) -> None:
+    """Create `path` with `text`; FileExistsError if anything is already there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)

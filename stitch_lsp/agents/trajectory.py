@@ -1,0 +1,134 @@
+"""Trajectory records: one JSON line per attempt, in a shape RL fine-tuning tools read directly.
+
+Schema `stitch-lsp.trajectory/1` (one object per line, file `<trajectories_dir>/<run_id>.jsonl`):
+
+    schema         "stitch-lsp.trajectory/1"
+    run_id         the run (one file per run)
+    attempt        1-based attempt number within the run
+    stage          draft | repair_compile | repair_correctness | optimize_performance
+    messages       OpenAI chat format: the system and user prompt, then {"role": "assistant",
+                   "content": <the reply>} appended, so SFT/RL tools take it as a conversation
+    reply          the raw reply text (also the last message's content)
+    finish_reason  as the endpoint reported it ("stop", ...); "builtin" coder replies say "stop"
+    code           the candidate file extracted from the reply, or null
+    verify         the Verifier's verdict: status, message, diagnostics, correctness, timings,
+                   speedup, profile hints
+    profile        {"summary": str|null, "hints": [str]} from the profiler, when it ran
+    rubric         {"anti_hacking"|"engineering"|"coverage"|"compliance":
+                   {"score": 1-5, "reasons": [...]}, "total": 4-20,
+                   "judge": "rules"|"rules+llm", "major_hack": bool}
+    reward         the StitchCUDA reward (0 to 3), or null when correctness was not checked
+                   (compile-only runs on machines without a GPU)
+    correct        true/false from the GPU check, null when not checked
+    metadata       {"reference", "coder", "model", "plan_revision", "verify_mode", "accepted",
+                   "created", "seconds", "usage"}
+
+`stitch-lsp export-trajectories` concatenates these files, filtered by reward or correctness.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from stitch_lsp.models.agents import Attempt
+
+SCHEMA = "stitch-lsp.trajectory/1"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def record(
+    attempt: Attempt,
+    *,
+    run_id: str,
+    messages: list[dict[str, str]],
+    reply: str,
+    reference: str,
+    model: str | None,
+    verify_mode: str,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    v = attempt.verdict
+    rubric = None
+    if attempt.rubric is not None:
+        rubric = attempt.rubric.model_dump(mode="json")
+        rubric["total"] = attempt.rubric.total
+    return {
+        "schema": SCHEMA,
+        "run_id": run_id,
+        "attempt": attempt.index,
+        "stage": attempt.stage.value,
+        "messages": [*messages, {"role": "assistant", "content": reply}],
+        "reply": reply,
+        "finish_reason": attempt.finish_reason,
+        "code": attempt.code,
+        "verify": v.model_dump(mode="json", exclude={"profile_hints", "profile_summary"}),
+        "profile": {"summary": v.profile_summary, "hints": v.profile_hints}
+        if (v.profile_summary or v.profile_hints)
+        else None,
+        "rubric": rubric,
+        "reward": attempt.reward,
+        "correct": v.correct,
+        "metadata": {
+            "reference": reference,
+            "coder": attempt.coder,
+            "model": model,
+            "plan_revision": attempt.plan_revision,
+            "verify_mode": verify_mode,
+            "accepted": attempt.accepted,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(attempt.seconds, 3),
+            "usage": usage or {},
+        },
+    }
+
+
+class TrajectoryWriter:
+    """Appends records to `<folder>/<run_id>.jsonl`; creates the folder on the first record."""
+
+    def __init__(self, folder: Path, run_id: str) -> None:
+        self.path = folder / f"{run_id}.jsonl"
+
+    def write(self, rec: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+
+def iter_records(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every record under `folder` (recursively), skipping lines that are not our schema."""
+    for path in sorted(folder.rglob("*.jsonl")):
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict) and rec.get("schema") == SCHEMA:
+                    yield path, rec
+
+
+def select(
+    records: Iterable[dict[str, Any]],
+    *,
+    min_reward: float | None = None,
+    only_correct: bool = False,
+) -> Iterator[dict[str, Any]]:
+    for rec in records:
+        if only_correct and rec.get("correct") is not True:
+            continue
+        if min_reward is not None:
+            r = rec.get("reward")
+            if r is None or r < min_reward:
+                continue
+        yield rec

@@ -1,0 +1,164 @@
+"""The loop's Verifier: `stitch_lsp.verify` (static checks, build, correctness, timing, exploit
+checks, in a worker), then ncu when the Coder needs performance feedback.
+
+It turns the Verifier's `VerifyResult` (and a profile) into the `Verdict` the Coder is given. The
+candidate is written to a private temporary folder, never next to the user's files.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from pathlib import Path
+
+from stitch_lsp.config import Settings
+from stitch_lsp.models.agents import Verdict
+from stitch_lsp.models.findings import Finding, Severity
+
+_PROFILE_HINTS = 4
+
+
+def summarize_correctness(result: object) -> str | None:
+    """One or two sentences on the first failing trial of a `CorrectnessReport`."""
+    rep = getattr(result, "correctness", None)
+    if rep is None or rep.passed:
+        return None
+    parts: list[str] = []
+    if rep.inputs_mutated:
+        parts.append("the candidate modified its inputs")
+    bad = [t for t in rep.trials if not t.passed]
+    if bad:
+        t = bad[0]
+        s = f"{len(bad)} of {len(rep.trials)} trials failed; trial {t.index}"
+        if len(rep.trials) > 1 or t.output:
+            s += f" (output {t.output})"
+        if t.message:
+            s += f": {t.message}"
+        if t.mismatches:
+            tol = f"atol={rep.atol:g}, rtol={rep.rtol:g}"
+            s += f"; {t.mismatches} of {t.numel} elements outside {tol}"
+        if t.max_abs_error is not None:
+            s += f"; max abs error {t.max_abs_error:.3g}"
+        if t.first_mismatch is not None:
+            s += f"; first at index {t.first_mismatch}"
+            if t.expected is not None and t.actual is not None:
+                s += f": expected {t.expected:.6g}, got {t.actual:.6g}"
+        if t.unwritten:
+            s += f"; {t.unwritten} elements were never written"
+        parts.append(s)
+    return "; ".join(parts) or "outputs differ from the reference"
+
+
+def to_verdict(result: object, *, compile_only: bool) -> Verdict:
+    """Map a `VerifyResult` (duck-typed: the verify package owns it) to a `Verdict`."""
+    status = getattr(result.status, "value", str(result.status))  # type: ignore[attr-defined]
+    diagnostics: list[Finding] = []
+    seen: set[tuple[str, int, str]] = set()
+    for d in result.diagnostics:  # type: ignore[attr-defined]
+        key = (d.code, d.line, d.message)
+        if key not in seen:
+            seen.add(key)
+            diagnostics.append(d)
+    message = result.message or ""  # type: ignore[attr-defined]
+    for ex in getattr(result, "exploits", []) or []:
+        diagnostics.append(
+            Finding(
+                path="candidate.py",
+                line=1,
+                severity=Severity.error,
+                code=ex.code,
+                message=ex.message,
+            )
+        )
+    build = getattr(result, "build", None)
+    if compile_only and status in {"passed", "no_gpu"}:
+        # compile-only: the worker built the candidate and stopped before running it
+        if build is not None and build.kind != "none":
+            status = "compiled"
+        else:
+            status, message = "rejected", "nothing was built: the candidate carries no CUDA"
+    timing = getattr(result, "timing", None)
+    return Verdict(
+        status=status,  # type: ignore[arg-type]
+        message=message,
+        diagnostics=diagnostics,
+        correctness=summarize_correctness(result),
+        speedup=getattr(result, "speedup_vs_eager", None),
+        speedup_vs_compile=getattr(result, "speedup_vs_compile", None),
+        eager_ms=timing.eager.median if timing and timing.eager else None,
+        candidate_ms=timing.candidate.median if timing and timing.candidate else None,
+        compile_s=build.seconds if build else None,
+    )
+
+
+def profile_candidate(path: Path, settings: Settings) -> tuple[str | None, list[str]]:
+    """ncu on the candidate's own kernels: a one-line summary and the top hints (or why not)."""
+    from stitch_lsp.models.profile import ProfileRequest
+    from stitch_lsp.profile.runner import run_profile
+    from stitch_lsp.profile.summary import top_hints
+
+    run = run_profile(
+        ProfileRequest(
+            path=str(path),
+            class_name="ModelNew",
+            ncu_path=settings.ncu_path,
+            sections=list(settings.ncu_sections),
+            full_set=settings.ncu_full_set,
+            launch_count=4,
+            python=settings.python_for_workers,
+            timeout_s=min(settings.verify_timeout_s, 300.0),
+        )
+    )
+    if not run.ok or run.report is None or not run.report.kernels:
+        return f"not profiled: {run.error or 'no kernels in the report'}", []
+    kernels = sorted(run.report.kernels, key=lambda k: -(k.duration_ns or 0.0))
+    hints: list[str] = []
+    lines = []
+    for k in kernels[:3]:
+        us = f"{k.duration_ns / 1e3:.1f} us" if k.duration_ns else "?"
+        lines.append(f"{k.name} {us}, {k.bottleneck.value}-bound ({k.bottleneck_reason})")
+        hints += [f"{k.name}: {h}" for h in top_hints(k, 2)]
+    return "; ".join(lines), hints[:_PROFILE_HINTS]
+
+
+class StitchVerifier:
+    """Static checks + `stitch_lsp.verify.verify` + ncu, as one `Verifier` for the loop."""
+
+    def __init__(
+        self, settings: Settings, *, device: str | None = None, profile: bool = True
+    ) -> None:
+        self.settings = settings
+        self.device = device
+        self.profile = profile
+
+    def __call__(
+        self, reference: Path, candidate: str, *, compile_only: bool, cancel: threading.Event
+    ) -> Verdict:
+        from stitch_lsp.verify import verify  # type: ignore[attr-defined]
+
+        with tempfile.TemporaryDirectory(prefix="stitch-candidate-") as tmp:
+            path = Path(tmp) / "candidate.py"
+            path.write_text(candidate, encoding="utf-8")
+            result = verify(
+                reference,
+                path,
+                self.settings,
+                device=self.device,
+                compile_only=compile_only,
+                cancel=cancel,
+            )
+            verdict = to_verdict(result, compile_only=compile_only)
+            for d in verdict.diagnostics:
+                if Path(d.path).name == path.name or d.path == str(path):
+                    d.path = "candidate.py"
+            speed = verdict.speedup or 0.0
+            if (
+                self.profile
+                and verdict.status == "passed"
+                and speed < self.settings.target_speedup
+                and not cancel.is_set()
+            ):
+                verdict.profile_summary, verdict.profile_hints = profile_candidate(
+                    path, self.settings
+                )
+        return verdict

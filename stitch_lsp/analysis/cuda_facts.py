@@ -1,0 +1,362 @@
+"""Facts about one CUDA/C++ source: kernels, device functions, launches, and what they use.
+
+Positions are byte spans of the source that was parsed (a `.cu` file, or the virtual text of a
+CUDA string). The caller maps them to document ranges. Facts of a CUDA string are cached by
+its text, so editing Python code elsewhere in a file never re-parses its CUDA.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from tree_sitter import Node
+
+from stitch_lsp.analysis import grammars
+from stitch_lsp.analysis.syntax import ancestors, collapse, first_error, text
+
+Span = tuple[int, int]  # byte offsets in the parsed source
+
+# What counts as checking a launch for errors in the statements that follow it.
+_ERROR_CHECK = re.compile(
+    r"GetLastError|PeekAtLastError|KERNEL_LAUNCH_CHECK|CUDA_CHECK|CUDA_SAFE_CALL|"
+    r"check[A-Z]?[a-z]*Cuda|cudaCheck|gpuErrchk|gpuAssert|checkCudaErrors|CHECK_CUDA|CHECK_LAST|"
+    r"cudaGetErrorString|cudaGetErrorName|(=|return|\(|!=|==)\s*cuda(Device|Stream)Synchronize"
+)
+
+
+@dataclass(slots=True)
+class RawFunction:
+    name: str
+    qualifiers: list[str]  # __global__, __device__, __host__, __forceinline__, ...
+    params: list[str]
+    signature: str
+    span: Span
+    name_span: Span
+    body_span: Span
+    extern_c: bool
+    template: bool
+    shared_memory: list[str] = field(default_factory=list)
+    syncthreads: int = 0
+    library_calls: list[str] = field(default_factory=list)
+    launches: list[int] = field(default_factory=list)  # indexes into CudaFacts.launches
+
+    @property
+    def kind(self) -> str:
+        if "__global__" in self.qualifiers:
+            return "kernel"
+        if "__device__" in self.qualifiers:
+            return "device_function"
+        return "function"
+
+
+@dataclass(slots=True)
+class RawLaunch:
+    kernel: str
+    config: list[str]
+    args: list[str]
+    span: Span
+    name_span: Span
+    block_threads: int | None  # threads per block when it is a compile-time literal
+    block_span: Span | None
+    error_checked: bool
+
+
+@dataclass(slots=True)
+class CudaFacts:
+    functions: list[RawFunction] = field(default_factory=list)
+    launches: list[RawLaunch] = field(default_factory=list)
+    stream_creations: list[Span] = field(default_factory=list)
+    library_calls: list[tuple[str, Span]] = field(default_factory=list)
+    referenced: set[str] = field(default_factory=set)  # identifiers used as values
+    parse_error: Span | None = None
+
+    @property
+    def kernels(self) -> list[RawFunction]:
+        return [f for f in self.functions if f.kind != "function"]
+
+    def launched_names(self) -> set[str]:
+        return {launch.kernel for launch in self.launches} | self.referenced
+
+
+def _span(node: Node) -> Span:
+    return node.start_byte, node.end_byte
+
+
+def _function_name(declarator: Node) -> Node | None:
+    """The name node inside a (possibly pointer/reference) function declarator."""
+    node: Node | None = declarator
+    while node is not None and node.type != "function_declarator":
+        node = node.child_by_field_name("declarator")
+    if node is None:
+        return None
+    return node.child_by_field_name("declarator")
+
+
+def _last_name(node: Node) -> Node:
+    """`a::b::k` -> `k`; `k<float>` -> `k`."""
+    while node.type in ("qualified_identifier", "template_function"):
+        inner = node.child_by_field_name("name")
+        if inner is None:
+            break
+        node = inner
+    return node
+
+
+def _qualifiers(fn: Node) -> list[str]:
+    quals: list[str] = []
+    for child in fn.children:
+        if child.type.startswith("__") and child.type.endswith("__"):
+            quals.append(child.type)
+        elif child.type == "launch_bounds":
+            quals.append("__launch_bounds__")
+    return quals
+
+
+def _params(declarator: Node) -> list[str]:
+    node: Node | None = declarator
+    while node is not None and node.type != "function_declarator":
+        node = node.child_by_field_name("declarator")
+    plist = node.child_by_field_name("parameters") if node is not None else None
+    if plist is None:
+        return []
+    return [collapse(text(p)) for p in plist.named_children if p.type != "comment"]
+
+
+class _IntEval:
+    """Evaluates small integer constant expressions: literals, + - * / <<, dim3(...), and names
+    bound to constants in the enclosing function or at file scope (`const int T = 256;`,
+    `dim3 block(16, 16);`, `#define THREADS 256`)."""
+
+    def __init__(self, root: Node) -> None:
+        self.root = root
+        self._defines: dict[str, str] | None = None
+
+    def defines(self) -> dict[str, str]:
+        if self._defines is None:
+            self._defines = {}
+            stack = [self.root]
+            while stack:
+                node = stack.pop()
+                if node.type == "preproc_def":
+                    name, value = (
+                        node.child_by_field_name("name"),
+                        node.child_by_field_name("value"),
+                    )
+                    if name is not None and value is not None:
+                        self._defines[text(name)] = text(value).strip()
+                elif node.type in ("translation_unit", "preproc_ifdef", "preproc_if"):
+                    stack.extend(node.named_children)
+        return self._defines
+
+    def value(self, node: Node | None, scope: Node | None, depth: int = 0) -> int | None:
+        if node is None or depth > 8:
+            return None
+        kind = node.type
+        if kind == "number_literal":
+            return _int_literal(text(node))
+        if kind == "parenthesized_expression" and node.named_child_count == 1:
+            return self.value(node.named_children[0], scope, depth + 1)
+        if kind == "binary_expression":
+            left = self.value(node.child_by_field_name("left"), scope, depth + 1)
+            right = self.value(node.child_by_field_name("right"), scope, depth + 1)
+            op = node.child_by_field_name("operator")
+            if left is None or right is None or op is None:
+                return None
+            return _apply(op.type, left, right)
+        if kind in ("argument_list", "initializer_list"):  # dim3 b(30, 1) / dim3 b{30, 1}
+            return self._product(node.named_children, scope, depth)
+        if kind == "call_expression":  # dim3(30, 1)
+            fn = node.child_by_field_name("function")
+            args = node.child_by_field_name("arguments")
+            if fn is not None and text(fn) == "dim3" and args is not None:
+                return self._product(args.named_children, scope, depth)
+            return None
+        if kind == "identifier":
+            return self._lookup(text(node), node, scope, depth)
+        return None
+
+    def _product(self, nodes: list[Node], scope: Node | None, depth: int) -> int | None:
+        total = 1
+        for n in nodes:
+            if n.type == "comment":
+                continue
+            v = self.value(n, scope, depth + 1)
+            if v is None:
+                return None
+            total *= v
+        return total
+
+    def _lookup(self, name: str, use: Node, scope: Node | None, depth: int) -> int | None:
+        for where in (scope, self.root):
+            if where is None:
+                continue
+            found = _find_declaration(where, name, use.start_byte)
+            if found is not None:
+                return self.value(found, scope, depth + 1)
+        raw = self.defines().get(name)
+        if raw is not None:
+            return _int_literal(raw.strip("()"))
+        return None
+
+
+def _find_declaration(scope: Node, name: str, before: int) -> Node | None:
+    """The value node of the last `name = value` / `name(value)` declared before `before`."""
+    result: Node | None = None
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        if node.start_byte >= before:
+            continue
+        if node.type == "init_declarator":
+            decl = node.child_by_field_name("declarator")
+            value = node.child_by_field_name("value")
+            if (
+                decl is not None
+                and text(decl) == name
+                and value is not None
+                and (result is None or node.start_byte > result.start_byte)
+            ):
+                result = value
+            continue
+        if node.type in ("function_definition",) and node is not scope:
+            continue
+        stack.extend(node.named_children)
+    return result
+
+
+def _int_literal(s: str) -> int | None:
+    s = s.rstrip("uUlL")
+    try:
+        return int(s, 0)
+    except ValueError:
+        return None
+
+
+def _apply(op: str, a: int, b: int) -> int | None:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a // b if b else None
+    if op == "<<":
+        return a << b if 0 <= b < 32 else None
+    return None
+
+
+def _error_checked(launch: Node) -> bool:
+    """Whether a statement after the launch (in its block or an enclosing one) checks errors."""
+    node = launch
+    for parent in ancestors(launch):
+        if parent.type == "function_definition":
+            break
+        sibling = node.next_named_sibling
+        while sibling is not None:
+            if _ERROR_CHECK.search(text(sibling)):
+                return True
+            sibling = sibling.next_named_sibling
+        node = parent
+    return False
+
+
+def extract(root: Node) -> CudaFacts:
+    """All facts of one parsed CUDA/C++ translation unit."""
+    facts = CudaFacts()
+    err = first_error(root)
+    if err is not None:
+        facts.parse_error = _span(err)
+    evaluator = _IntEval(root)
+
+    for _, cap in grammars.matches("cuda", "functions", root):
+        fn, declarator = cap["function"][0], cap["declarator"][0]
+        name_node = _function_name(declarator)
+        if name_node is None:
+            continue
+        parent = fn.parent
+        body = cap["body"][0]
+        facts.functions.append(
+            RawFunction(
+                name=text(_last_name(name_node)),
+                qualifiers=_qualifiers(fn),
+                params=_params(declarator),
+                signature=collapse(text(fn)[: body.start_byte - fn.start_byte]),
+                span=_span(
+                    parent if parent is not None and parent.type == "template_declaration" else fn
+                ),
+                name_span=_span(name_node),
+                body_span=_span(body),
+                extern_c=any(a.type == "linkage_specification" for a in ancestors(fn)),
+                template=parent is not None and parent.type == "template_declaration",
+            )
+        )
+    facts.functions.sort(key=lambda f: f.span[0])
+
+    for _, cap in grammars.matches("cuda", "launches", root):
+        launch = cap["launch"][0]
+        name = _last_name(cap["kernel"][0])
+        config = [c for c in cap["config"][0].named_children if c.type != "comment"]
+        scope = next((a for a in ancestors(launch) if a.type == "function_definition"), None)
+        block = config[1] if len(config) > 1 else None
+        facts.launches.append(
+            RawLaunch(
+                kernel=text(name),
+                config=[collapse(text(c)) for c in config],
+                args=[
+                    collapse(text(a)) for a in cap["args"][0].named_children if a.type != "comment"
+                ],
+                span=_span(launch),
+                name_span=_span(name),
+                block_threads=evaluator.value(block, scope) if block is not None else None,
+                block_span=_span(block) if block is not None else None,
+                error_checked=_error_checked(launch),
+            )
+        )
+    facts.launches.sort(key=lambda launch: launch.span[0])
+
+    found = grammars.captures("cuda", "facts", root)
+    shared = found.get("shared", [])
+    calls = list(zip(found.get("call", []), found.get("call.name", []), strict=False))
+    facts.referenced = {text(n) for n in found.get("value", [])}
+
+    by_body = [(f.body_span, f) for f in facts.functions]
+
+    def owner(span: Span) -> RawFunction | None:
+        best = None
+        for (start, end), fn in by_body:
+            if start <= span[0] and span[1] <= end and (best is None or start >= best.body_span[0]):
+                best = fn
+        return best
+
+    for node in shared:
+        fn = owner(_span(node))
+        if fn is not None:
+            fn.shared_memory.append(collapse(text(node)))
+    for call, name_node in calls:
+        name = text(name_node)
+        span = _span(call)
+        fn = owner(span)
+        if name in ("__syncthreads", "__syncwarp"):
+            if fn is not None and name == "__syncthreads":
+                fn.syncthreads += 1
+        elif name.startswith("cudaStreamCreate"):
+            facts.stream_creations.append(span)
+        else:
+            facts.library_calls.append((name, span))
+            if fn is not None and name not in fn.library_calls:
+                fn.library_calls.append(name)
+    for i, launch in enumerate(facts.launches):
+        fn = owner(launch.span)
+        if fn is not None:
+            fn.launches.append(i)
+    return facts
+
+
+@lru_cache(maxsize=256)
+def facts_of_source(data: bytes) -> CudaFacts:
+    """Parse and extract a CUDA source given as bytes; cached by content (CUDA strings)."""
+    tree = grammars.parser("cuda").parse(data)
+    return extract(tree.root_node)

@@ -1,0 +1,76 @@
+"""The static checks: one id, a one-line explanation and a link for each.
+
+Ids are published as `stitch.<id>` diagnostic codes; the README lists them from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNELBENCH = "https://github.com/ScalingIntelligence/KernelBench"
+STITCHCUDA = "https://arxiv.org/abs/2603.02637"
+CUDA_GUIDE = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
+CUDA_BEST = "https://docs.nvidia.com/cuda/cuda-c-best-practices-guide/index.html"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    summary: str
+    url: str | None = None
+
+    @property
+    def code(self) -> str:
+        return f"stitch.{self.id}"
+
+
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule("parse-error", "The file does not parse; checks ran on the parts that did."),
+        Rule("encoding", "The file is not valid UTF-8; undecodable bytes were replaced."),
+        Rule("file-too-large", "The file is larger than maxFileBytes; deep checks were skipped."),
+        Rule("file-missing", "A path given to `check` does not exist or cannot be read."),
+        Rule(
+            "torch-op",
+            "ModelNew computes with PyTorch operators instead of custom CUDA.",
+            KERNELBENCH,
+        ),
+        Rule(
+            "torch-fallback",
+            "try/except falls back to PyTorch, so a broken kernel still passes.",
+            KERNELBENCH,
+        ),
+        Rule("reference-call", "ModelNew reuses the reference Model's computation.", KERNELBENCH),
+        Rule("noop-forward", "forward does nothing (pass, or returns its input).", KERNELBENCH),
+        Rule(
+            "side-stream",
+            "Work on a stream other than the current one escapes CUDA-event timing.",
+            KERNELBENCH,
+        ),
+        Rule("threads", "Threads or processes can run work outside the timed region.", KERNELBENCH),
+        Rule("timer-patch", "Code replaces the timers or synchronisation the benchmark relies on."),
+        Rule(
+            "downcast",
+            "fp32 work cast to fp16/bf16 is not the same computation as the fp32 reference.",
+            KERNELBENCH,
+        ),
+        Rule("input-cache", "Results cached on input pointers/identity skip the work.", STITCHCUDA),
+        Rule("constant-output", "The output does not depend on the inputs.", STITCHCUDA),
+        Rule("kernel-unused", "A __global__ kernel is defined but never launched.", STITCHCUDA),
+        Rule(
+            "block-size",
+            "Threads per block that are not a multiple of the warp size (32) leave lanes idle.",
+            CUDA_BEST + "#thread-and-block-heuristics",
+        ),
+        Rule(
+            "launch-unchecked",
+            "No error check after a kernel launch: launch failures go unnoticed.",
+            "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__ERROR.html",
+        ),
+    )
+}
+
+
+def rule(rule_id: str) -> Rule:
+    return RULES[rule_id]

@@ -1,0 +1,246 @@
+"""Records of the agent loop that cross processes: the planner worker's analysis, plans, attempts.
+
+The planner worker (torch) writes `ReferenceAnalysis` as JSON; the loop (no torch) reads it.
+Attempts, rubrics and run results go to the CLI, the server and the trajectory files.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from stitch_lsp.models.findings import Finding
+
+
+class CoderStage(str, Enum):
+    """What the Coder is asked to do (StitchCUDA's four skills)."""
+
+    draft = "draft"
+    repair_compile = "repair_compile"
+    repair_correctness = "repair_correctness"
+    optimize_performance = "optimize_performance"
+
+
+# ---------------------------------------------------------------- planner analysis (torch worker)
+
+
+class HardwareSpec(BaseModel):
+    """The GPU the plan targets; peak figures feed the roofline floor."""
+
+    name: str
+    compute_capability: str | None = None
+    sm_count: int | None = None
+    memory_gib: float | None = None
+    bandwidth_tb_s: float = Field(description="Sustained DRAM bandwidth used for the byte floor.")
+    fp32_tflops: float = Field(description="Peak non-tensor-core FP32 throughput.")
+    tf32_tflops: float | None = None
+    source: str = Field(description="Where the figures come from: measured, datasheet, assumed.")
+    present: bool = Field(False, description="True when this GPU was seen by the worker.")
+
+
+class TensorMeta(BaseModel):
+    shape: list[int]
+    dtype: str
+
+
+class OpCost(BaseModel):
+    """One node of the reference graph with its work and its lower bound on the target GPU."""
+
+    node: str
+    op: str = Field(description="Module type or function name, e.g. Linear, relu, mul.")
+    kind: str = Field(description="fx opcode: call_module, call_function, call_method.")
+    outputs: list[TensorMeta] = Field(default_factory=list)
+    flops: float = 0.0
+    bytes: float = Field(0.0, description="Bytes read and written if this op ran alone.")
+    floor_ms: float = 0.0
+    bound: Literal["memory", "compute"] = "memory"
+    measured_ms: float | None = Field(None, description="GPU time of this node, when profiled.")
+
+
+class KernelTime(BaseModel):
+    name: str
+    device_ms: float
+    calls: int
+
+
+class ReferenceAnalysis(BaseModel):
+    """Deterministic facts about the reference, computed in a torch worker."""
+
+    module: str = "Model"
+    graph_method: str = Field("", description="fx, module-hooks, or none when tracing failed.")
+    inputs: list[TensorMeta] = Field(default_factory=list)
+    outputs: list[TensorMeta] = Field(default_factory=list)
+    parameter_bytes: float = 0.0
+    ops: list[OpCost] = Field(default_factory=list)
+    total_flops: float = 0.0
+    unfused_bytes: float = 0.0
+    fused_bytes: float = Field(0.0, description="Inputs + parameters + outputs: perfect fusion.")
+    fused_floor_ms: float = 0.0
+    unfused_floor_ms: float = 0.0
+    hardware: HardwareSpec
+    eager_ms: float | None = None
+    kernels: list[KernelTime] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- plans
+
+
+class FusionGroup(BaseModel):
+    name: str
+    ops: list[str] = Field(description="fx node names (or op names) fused into one kernel.")
+    anchor: str | None = Field(None, description="The heavy op the group is built around.")
+    rationale: str = ""
+
+
+class Plan(BaseModel):
+    """The Planner's answer (StitchCUDA's strict-JSON plan), optionally written by an LLM."""
+
+    summary: str
+    fusion_groups: list[FusionGroup] = Field(default_factory=list)
+    steps: list[str] = Field(default_factory=list)
+    expected_bottlenecks: list[str] = Field(default_factory=list)
+    correctness_risks: list[str] = Field(default_factory=list)
+    constraints: list[str] = Field(default_factory=list)
+    avoid: list[str] = Field(
+        default_factory=list,
+        description="Strategies that failed earlier; a replan must not repeat them.",
+    )
+    revision: int = 0
+    source: Literal["analysis", "llm", "analysis+llm"] = "analysis"
+    analysis: ReferenceAnalysis | None = None
+
+
+# ---------------------------------------------------------------- verification as the loop sees it
+
+
+VerifyStatus = Literal[
+    "passed",
+    "compiled",
+    "compile_error",
+    "incorrect",
+    "exploit",
+    "runtime_error",
+    "timeout",
+    "no_gpu",
+    "no_code",
+    "rejected",
+]
+
+
+class Verdict(BaseModel):
+    """The Verifier's answer for one candidate, reduced to what the loop and the Coder use.
+
+    `compiled` means the compile-only stage passed (no GPU): correctness and speed are unknown.
+    `rejected` means the static checks found an error (e.g. the heavy work left in PyTorch).
+    """
+
+    status: VerifyStatus
+    message: str = ""
+    diagnostics: list[Finding] = Field(default_factory=list)
+    correctness: str | None = Field(None, description="Summary of the mismatch, when incorrect.")
+    speedup: float | None = None
+    speedup_vs_compile: float | None = None
+    eager_ms: float | None = None
+    candidate_ms: float | None = None
+    compile_s: float | None = None
+    profile_hints: list[str] = Field(default_factory=list)
+    profile_summary: str | None = None
+
+    @property
+    def compiled_ok(self) -> bool:
+        return self.status in {
+            "passed",
+            "compiled",
+            "incorrect",
+            "exploit",
+            "runtime_error",
+            "rejected",
+        }
+
+    @property
+    def correct(self) -> bool | None:
+        """True/False when checked on a GPU; None when only compiled."""
+        if self.status == "passed":
+            return True
+        if self.status == "compiled":
+            return None
+        return False
+
+
+# ---------------------------------------------------------------- rubric and attempts
+
+
+class RubricItem(BaseModel):
+    score: int = Field(ge=1, le=5)
+    reasons: list[str] = Field(default_factory=list)
+
+
+class Rubric(BaseModel):
+    """StitchCUDA's four rubric items, 1 to 5 each."""
+
+    anti_hacking: RubricItem
+    engineering: RubricItem
+    coverage: RubricItem
+    compliance: RubricItem
+    judge: Literal["rules", "rules+llm"] = "rules"
+    major_hack: bool = False
+
+    @property
+    def total(self) -> int:
+        return (
+            self.anti_hacking.score
+            + self.engineering.score
+            + self.coverage.score
+            + self.compliance.score
+        )
+
+
+class Attempt(BaseModel):
+    index: int = Field(
+        ge=0, description="0: the version the run started from (not a Coder attempt)."
+    )
+    stage: CoderStage
+    plan_revision: int = 0
+    coder: str
+    code: str | None = None
+    finish_reason: str | None = None
+    verdict: Verdict
+    rubric: Rubric | None = None
+    rubric_total: int | None = None
+    reward: float | None = Field(None, description="None when correctness was not checked.")
+    accepted: bool = False
+    seconds: float = 0.0
+
+
+class RunResult(BaseModel):
+    """What a generate run produced; the CLI prints it and the editor shows it."""
+
+    reference: str
+    verify_mode: Literal["full", "compile"]
+    coder: str
+    attempts: list[Attempt] = Field(default_factory=list)
+    best_index: int | None = None
+    output: str | None = None
+    stopped: Literal[
+        "target_met", "budget", "cancelled", "endpoint", "builtin_done", "error", "no_gpu"
+    ]
+    message: str = ""
+    replans: int = 0
+    trajectory_file: str | None = None
+    baseline_speedup: float | None = Field(
+        None, description="Of the version an optimize run began from."
+    )
+
+    @property
+    def best(self) -> Attempt | None:
+        for a in self.attempts:
+            if a.index == self.best_index:
+                return a
+        return None
+
+    @property
+    def ok(self) -> bool:
+        return self.output is not None

@@ -1,0 +1,56 @@
+"""Records the builtin coder exchanges across the process boundary (server <-> torch worker).
+
+The server never imports torch, so generation runs in `python -m stitch_lsp.agents.builtin.worker`;
+these models are its request and response, written as JSON files.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+GroupKind = Literal["pointwise", "reduction", "gemm", "conv"]
+
+
+class FusionGroup(BaseModel):
+    """One kernel or library call of a generated candidate and the reference ops it covers."""
+
+    name: str = Field(description="Launcher name in the generated CUDA, or the PyTorch call.")
+    kind: GroupKind
+    ops: list[str] = Field(description="Reference ops fused here, in order, e.g. 'relu (line 12)'.")
+    library: str | None = Field(None, description="cuBLAS / cuDNN (through PyTorch) for heavy ops.")
+    layout: str | None = Field(None, description="Reduction layout, e.g. 'row 1024x8192'.")
+    lines: list[int] = Field(default_factory=list, description="Reference source lines covered.")
+
+
+class GenerateRequest(BaseModel):
+    reference: str = Field(description="Absolute path of the reference problem file.")
+    candidate_dir: str | None = Field(
+        None, description="Folder the candidate will be written into; sets the header's path."
+    )
+    reference_header: str | None = Field(
+        None, description="Exact text after 'reference=' in the header; overrides candidate_dir."
+    )
+
+
+class BuiltinCandidate(BaseModel):
+    """What the builtin coder made of a reference: a KernelBench-format candidate, or why not."""
+
+    handled: bool
+    source: str | None = Field(None, description="Whole candidate .py text (defines ModelNew).")
+    reason: str = Field("", description="Why the module is not handled (empty when handled).")
+    groups: list[FusionGroup] = Field(default_factory=list)
+    graph_summary: str = Field("", description="The captured graph, one op per line.")
+    cuda_source: str | None = Field(None, description="The CUDA held by the candidate.")
+    seconds: float = 0.0
+
+
+class GenerateBatch(BaseModel):
+    """Several references in one worker, so `import torch` is paid once (the bench uses this)."""
+
+    items: list[GenerateRequest]
+
+
+class CandidateBatch(BaseModel):
+    items: list[BuiltinCandidate]

@@ -1,0 +1,204 @@
+"""`stitch-lsp profile FILE` and `stitch-lsp hints REPORT.ncu-rep`: ncu findings without an editor.
+
+Both print the same diagnostics the editor shows. `--json` gives the `diagnostics` shape of
+`stitch-lsp check` (rule id as `code`), plus `kernels` with a per-kernel summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="profile a .py (KernelBench format) or .cu file under ncu")
+    p.add_argument("path", help="a .py file with Model/ModelNew, or a .cu file with main()")
+    p.add_argument("--class", dest="class_name", help="ModelNew or Model (default: ModelNew)")
+    p.add_argument("--kernel", help="ncu kernel filter (default: the file's own kernels)")
+    p.add_argument("--full", action="store_true", help="collect `--set full` (slower)")
+    p.add_argument("--section", action="append", help="ncu section (repeatable)")
+    p.add_argument("--launch-count", type=int, default=8)
+    p.add_argument("--report-dir", help="keep the .ncu-rep here (default: a temp folder)")
+    p.add_argument("--ncu", default=None, help="ncu executable (default: stitch.ncuPath / PATH)")
+    p.add_argument("--python", default=None, help="python with torch for .py targets")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=_run_profile)
+
+    h = sub.add_parser("hints", help="turn an existing .ncu-rep into diagnostics on your files")
+    h.add_argument("report", help="an Nsight Compute report (.ncu-rep)")
+    h.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="REPORT_PATH=LOCAL_PATH",
+        help="map a source path recorded in the report (or its base name) to a local .cu or .py",
+    )
+    h.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        help="folders or files to search for the sources (default: the current folder)",
+    )
+    h.add_argument("--json", action="store_true", help="print JSON instead of text")
+    h.set_defaults(func=_run_hints)
+
+
+def _parse_maps(items: list[str]) -> dict[str, str]:
+    maps: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise SystemExit(f"--map wants REPORT_PATH=LOCAL_PATH, got {item!r}")
+        if not Path(value).is_file():
+            raise SystemExit(f"--map: no such local file: {value}")
+        maps[key] = value
+    return maps
+
+
+def _emit(report, mapper, as_json: bool, extra: dict | None = None) -> int:  # type: ignore[no-untyped-def]
+    from stitch_lsp.models.findings import CheckReport, Severity
+    from stitch_lsp.profile.findings import place_kernel, report_findings, unmapped_paths
+    from stitch_lsp.profile.summary import summarize
+
+    findings = report_findings(report, mapper)
+    summaries = []
+    for k in report.kernels:
+        place = place_kernel(k, mapper)
+        summaries.append(
+            summarize(k, str(place.path) if place else k.source_path, place.line if place else None)
+        )
+    missing = unmapped_paths(report, mapper)
+    if as_json:
+        doc = CheckReport(diagnostics=findings).model_dump(mode="json")
+        doc["kernels"] = [s.model_dump(mode="json") for s in summaries]
+        doc["report"] = report.report_path
+        doc["unmapped"] = missing
+        doc.update(extra or {})
+        print(json.dumps(doc, indent=2))
+        return 0
+    _print_table(summaries)
+    cwd = Path.cwd()
+    for f in findings:
+        try:
+            shown = str(Path(f.path).relative_to(cwd))
+        except ValueError:
+            shown = f.path
+        sev = "note" if f.severity in (Severity.information, Severity.hint) else f.severity.value
+        print(f"{shown}:{f.line}:{f.column}: {sev}: [{f.code}] {f.message}")
+    for p in missing:
+        print(
+            f"note: no local file found for report source {p}; "
+            f"pass --map {p}=LOCAL_PATH (a .cu file or the .py holding the CUDA string)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+_COLUMNS = ("kernel", "time", "SM %", "mem %", "DRAM GB/s", "occupancy", "regs", "bottleneck")
+
+
+def _rows(summaries) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    def f(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    rows = []
+    for s in summaries:
+        occ = f"{f(s.achieved_occupancy_pct, '.0f')}/{f(s.theoretical_occupancy_pct, '.0f')}%"
+        rows.append(
+            [
+                s.name,
+                f"{f(s.duration_us, '.1f')} µs",
+                f(s.sm_throughput_pct, ".0f"),
+                f(s.memory_throughput_pct, ".0f"),
+                f(s.dram_gb_per_s, ",.0f"),
+                occ,
+                "-" if s.registers_per_thread is None else str(s.registers_per_thread),
+                s.bottleneck,
+            ]
+        )
+    return rows
+
+
+def _print_table(summaries) -> None:  # type: ignore[no-untyped-def]
+    rows = _rows(summaries)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:  # a bare GPU box may lack rich; plain columns say the same
+        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_COLUMNS)]
+        for r in [list(_COLUMNS), *rows]:
+            print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)))
+        return
+    table = Table(title="Nsight Compute", show_lines=False)
+    for col in _COLUMNS:
+        table.add_column(col, justify="left" if col in ("kernel", "bottleneck") else "right")
+    for r in rows:
+        table.add_row(*r)
+    Console(width=120).print(table)
+
+
+def _run_hints(args: argparse.Namespace) -> int:
+    from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
+    from stitch_lsp.profile.report import ReportError, load_report
+
+    maps = _parse_maps(args.map)
+    try:
+        report = load_report(args.report)
+    except ReportError as exc:
+        print(f"hints: {exc}", file=sys.stderr)
+        return 2
+    roots = [Path(r) for r in args.root] or [Path.cwd()]
+    mapper = SourceMapper(report.sources, maps, workspace_candidates(roots))
+    return _emit(report, mapper, args.json)
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    from stitch_lsp.config import Settings
+    from stitch_lsp.models.profile import ProfileRequest
+    from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
+    from stitch_lsp.profile.runner import run_profile
+
+    settings = Settings.from_sources()
+    path = Path(args.path).resolve()
+    req = ProfileRequest(
+        path=str(path),
+        class_name=args.class_name,
+        kernel_regex=args.kernel,
+        sections=args.section or list(settings.ncu_sections),
+        full_set=args.full or settings.ncu_full_set,
+        launch_count=args.launch_count,
+        ncu_path=args.ncu or settings.ncu_path,
+        python=args.python or settings.python_for_workers,
+        report_dir=args.report_dir,
+        timeout_s=args.timeout,
+    )
+    run = run_profile(req)
+    if not run.ok or run.report is None:
+        if args.json:
+            print(json.dumps({"diagnostics": [], "kernels": [], **_run_info(run)}, indent=2))
+        else:
+            print(f"profile: {run.error}", file=sys.stderr)
+            if run.log_tail:
+                print(run.log_tail, file=sys.stderr)
+        return 1
+    mapper = SourceMapper(
+        run.report.sources, {}, workspace_candidates([path.parent]), preferred=path
+    )
+    return _emit(run.report, mapper, args.json, _run_info(run))
+
+
+def _run_info(run) -> dict:  # type: ignore[no-untyped-def]
+    return {
+        "ok": run.ok,
+        "error_kind": run.error_kind.value if run.error_kind else None,
+        "error": run.error,
+        "report": run.report_path,
+        "command": run.command,
+        "wall_s": round(run.wall_s, 3),
+        "ncu_s": round(run.ncu_s, 3),
+        "build_s": round(run.build_s, 3),
+        "log_tail": None if run.ok else run.log_tail,
+    }

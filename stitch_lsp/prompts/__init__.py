@@ -1,0 +1,3 @@
+"""Prompt templates for the Planner, the Coder and the rubric judge (package data,
+`string.Template`).
+"""

@@ -1,0 +1,336 @@
+"""StitchServer: the pygls server, its plug-in registry, diagnostics publishing and settings.
+
+The LSP handlers themselves live in `handlers.py`; features (static checks, profile, generate,
+verify) live in `features/<name>.py` and plug in through the `register_*` methods below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from lsprotocol import types as lsp
+from pydantic import ValidationError
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from stitch_lsp import __version__
+from stitch_lsp.config import Settings
+from stitch_lsp.models.findings import Finding
+from stitch_lsp.models.server import STATUS_METHOD, StatusParams
+from stitch_lsp.server.convert import finding_to_diagnostic
+from stitch_lsp.server.documents import OpenDocument, PushedDiagnostics
+from stitch_lsp.server.jobs import JobScheduler
+from stitch_lsp.server.progress import LspProgress
+from stitch_lsp.server.registry import (
+    CodeActionProvider,
+    CodeLensProvider,
+    CommandHandler,
+    CommandSpec,
+    DiagnosticSource,
+    FileChangeListener,
+    HoverProvider,
+    SaveListener,
+    SettingsListener,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+FEATURE_MODULES: list[str] = [
+    "stitch_lsp.server.features.static",
+    "stitch_lsp.server.features.profile",
+    "stitch_lsp.server.features.generate",
+]
+"""Feature modules loaded by `create_server`, in order (hover sections follow this order).
+
+Each one defines `register(server: StitchServer) -> None`. Add yours here. Modules named in
+the environment variable STITCH_EXTRA_FEATURES (comma-separated) load after these: site plug-ins,
+and the test suite's fake features.
+"""
+
+
+class StitchProtocol(LanguageServerProtocol):
+    """Pins the position encoding to UTF-16: the analysis layer counts columns in UTF-16 units.
+
+    UTF-16 is the one encoding every client must support, so a client that would prefer
+    UTF-8 (Neovim does) still works, and no column is ever off after a non-ASCII character.
+    """
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams):  # type: ignore[override]
+        general = params.capabilities.general
+        if general is not None and general.position_encodings:
+            general.position_encodings = [lsp.PositionEncodingKind.Utf16]
+        return (yield from super().lsp_initialize(params))
+
+
+class StitchServer(LanguageServer):
+    """The language server, plus a registry that feature modules fill in at start-up."""
+
+    def __init__(self, devices: list[str] | None = None) -> None:
+        super().__init__(
+            "stitch-lsp",
+            __version__,
+            text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental,
+            protocol_cls=StitchProtocol,
+            max_workers=4,
+        )
+        self.settings: Settings = Settings.from_sources()
+        self.trusted: bool = True
+        self.initialized: bool = False
+        self.documents: dict[str, OpenDocument] = {}
+        self.diagnostic_sources: dict[str, DiagnosticSource] = {}
+        self.hover_providers: dict[str, HoverProvider] = {}
+        self.code_lens_providers: dict[str, CodeLensProvider] = {}
+        self.code_action_providers: dict[str, CodeActionProvider] = {}
+        self.commands: dict[str, CommandSpec] = {}
+        self.file_change_listeners: list[FileChangeListener] = []
+        self.settings_listeners: list[SettingsListener] = []
+        self.save_listeners: list[SaveListener] = []
+        self._init_settings: dict[str, Any] = {}
+        self._fixed_devices = devices
+        self._errors_seen: set[tuple[str, str, str]] = set()
+        self.load_errors: list[str] = []
+        self.startup_rejected: list[str] = []
+        self._debounce: dict[str, asyncio.Task[None]] = {}
+        self.publish_count = 0
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
+        self.jobs = JobScheduler(
+            devices or [],
+            progress=LspProgress(self),
+            on_status=self.send_status,
+            current_version=self._version_of,
+            executor=self.executor,
+        )
+
+    # ---- registry (called by feature modules' register()) ----------------------------------
+
+    def register_diagnostic_source(self, name: str, source: DiagnosticSource) -> None:
+        """A named source recomputed on each publish; replaces any source of the same name."""
+        self.diagnostic_sources[name] = source
+
+    def register_hover_provider(self, name: str, provider: HoverProvider) -> None:
+        self.hover_providers[name] = provider
+
+    def register_code_lens_provider(self, name: str, provider: CodeLensProvider) -> None:
+        self.code_lens_providers[name] = provider
+
+    def register_code_action_provider(self, name: str, provider: CodeActionProvider) -> None:
+        self.code_action_providers[name] = provider
+
+    def register_command(
+        self, name: str, handler: CommandHandler, *, executes_code: bool = True
+    ) -> None:
+        """Add a `workspace/executeCommand` command; advertised only if it may run here.
+
+        Register before `initialize` (i.e. in your feature's `register`): capabilities are
+        computed once. Commands that run code are left out when the workspace is untrusted.
+        """
+        if self.initialized:
+            raise RuntimeError(
+                f"command {name!r} registered after initialize; it would not be advertised"
+            )
+        self.commands[name] = CommandSpec(name, handler, executes_code)
+
+    def command_enabled(self, name: str) -> bool:
+        """Whether a command is registered and allowed (trust) in this session."""
+        spec = self.commands.get(name)
+        return spec is not None and (self.trusted or not spec.executes_code)
+
+    # ---- diagnostics --------------------------------------------------------------------------
+
+    def set_diagnostics(
+        self,
+        uri: str,
+        source: str,
+        diagnostics: Sequence[lsp.Diagnostic | Finding],
+        *,
+        version: int | None = None,
+    ) -> None:
+        """Push diagnostics of one source for a document (e.g. 'ncu' after a profile) and publish.
+
+        With `version`, they vanish as soon as the document changes past that version.
+        """
+        doc = self.documents.get(uri)
+        if doc is None:
+            return
+        doc.pushed[source] = PushedDiagnostics(list(diagnostics), version)
+        self.schedule_publish(uri, delay_ms=0)
+
+    def clear_diagnostics(self, uri: str, source: str) -> None:
+        doc = self.documents.get(uri)
+        if doc is not None and doc.pushed.pop(source, None) is not None:
+            self.schedule_publish(uri, delay_ms=0)
+
+    def schedule_publish(self, uri: str, delay_ms: int | None = None) -> None:
+        """Publish after `delay_ms` (default: the debounce setting), replacing a pending one."""
+        pending = self._debounce.pop(uri, None)
+        if pending is not None and not pending.done():
+            pending.cancel()
+        delay = self.settings.debounce_ms if delay_ms is None else delay_ms
+        self._debounce[uri] = asyncio.get_running_loop().create_task(
+            self._publish_later(uri, delay)
+        )
+
+    async def _publish_later(self, uri: str, delay_ms: int) -> None:
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000.0)
+        await self.publish(uri)
+
+    async def publish(self, uri: str) -> None:
+        """Analyse the latest text (if needed) and publish every source's diagnostics, merged."""
+        doc = self.documents.get(uri)
+        if doc is None:
+            return
+        version = doc.version
+        doc.drop_stale_pushed()
+        merged: list[lsp.Diagnostic] = []
+        for name, source in list(self.diagnostic_sources.items()):
+            items = await self.call_provider(f"diagnostics:{name}", source, doc, default=[])
+            merged.extend(self._as_diagnostics(items or [], doc, name))
+        for name, pushed in doc.pushed.items():
+            merged.extend(self._as_diagnostics(pushed.diagnostics, doc, name))
+        current = self.documents.get(uri)
+        if current is not doc or doc.version != version:
+            return  # an edit arrived while a source was awaited; its own publish follows
+        self.publish_count += 1
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=merged)
+        )
+
+    def _as_diagnostics(
+        self, items: Sequence[lsp.Diagnostic | Finding], doc: OpenDocument, source: str
+    ) -> list[lsp.Diagnostic]:
+        out: list[lsp.Diagnostic] = []
+        for item in items:
+            if isinstance(item, Finding):
+                out.append(finding_to_diagnostic(item, doc.line_length))
+            elif isinstance(item, lsp.Diagnostic):
+                if item.source is None:
+                    item.source = source
+                out.append(item)
+        return out
+
+    # ---- settings -----------------------------------------------------------------------------
+
+    def apply_settings(self, raw: dict[str, Any] | None) -> list[str]:
+        """Merge initializationOptions.settings and the client's `stitch` section into Settings.
+
+        Invalid values are dropped one by one (and named in the returned list) instead of
+        rejecting the whole section, so one typo does not reset every other setting.
+        """
+        lsp_values = {**self._init_settings, **(raw or {})}
+        rejected: list[str] = []
+        for _ in range(len(lsp_values) + 1):
+            try:
+                self.settings = Settings.from_sources(lsp=lsp_values)
+                return rejected
+            except ValidationError as exc:
+                bad = {str(e["loc"][0]) for e in exc.errors() if e.get("loc")}
+                bad &= set(lsp_values)
+                if not bad:
+                    break
+                rejected.extend(sorted(bad))
+                lsp_values = {k: v for k, v in lsp_values.items() if k not in bad}
+        self.settings = Settings.from_sources()
+        return rejected
+
+    def warm_up(self) -> None:
+        """Load the grammars and compile the queries now, so the first didOpen is not the one
+        that pays for it (about 0.1 s)."""
+        from stitch_lsp.analysis import Document, analyze
+
+        py = (
+            "from torch.utils.cpp_extension import load_inline\n"
+            'src = r"""\n__global__ void k() {}\n"""\n'
+        )
+        analyze(Document("untitled:warm-up.py", py, "python"), self.settings)
+        analyze(
+            Document("untitled:warm-up.cu", "__global__ void k() {}\n", "cuda-cpp"), self.settings
+        )
+
+    async def refresh_devices(self) -> None:
+        """Find the GPUs (nvidia-smi may take a moment: off the event loop)."""
+        if self._fixed_devices is not None:
+            self.jobs.set_devices(self._fixed_devices)
+            return
+        from stitch_lsp.server.devices import discover_gpus
+
+        loop = asyncio.get_running_loop()
+        devices = await loop.run_in_executor(self.executor, discover_gpus, self.settings.device)
+        self.jobs.set_devices(devices)
+
+    # ---- messages -----------------------------------------------------------------------------
+
+    def send_status(self, state: str, message: str, speedup: float | None = None) -> None:
+        """`stitch/status` for the status bar: idle | running | done | error."""
+        params = StatusParams(state=state, message=message, speedup=speedup)  # type: ignore[arg-type]
+        self.protocol.notify(STATUS_METHOD, params.model_dump(exclude_none=True))
+
+    def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
+        self.window_log_message(lsp.LogMessageParams(type=kind, message=message))
+
+    def report_error(self, where: str, exc: BaseException) -> None:
+        """Log a feature failure once per (where, type, message); the server keeps serving."""
+        key = (where, type(exc).__name__, str(exc)[:200])
+        if key in self._errors_seen:
+            return
+        self._errors_seen.add(key)
+        log.error("%s failed", where, exc_info=exc)
+        try:
+            self.log(
+                f"stitch-lsp: {where} failed: {type(exc).__name__}: {exc}", lsp.MessageType.Error
+            )
+        except Exception:
+            log.exception("could not send the log message")
+
+    async def call_provider(
+        self, where: str, fn: Callable[..., T | Awaitable[T]], *args: Any, default: T
+    ) -> T:
+        """Call a provider (sync or async); on any exception log once and return `default`."""
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result  # type: ignore[return-value]
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.report_error(where, exc)
+            return default
+
+    def _version_of(self, uri: str) -> int | None:
+        doc = self.documents.get(uri)
+        return doc.version if doc is not None else None
+
+
+def create_server(
+    devices: list[str] | None = None, feature_modules: Sequence[str] | None = None
+) -> StitchServer:
+    """Build the server with its LSP handlers and every feature module.
+
+    `devices` pins the GPU list (tests); by default GPUs are discovered at `initialized`.
+    A feature module that fails to import or register is logged and skipped.
+    """
+    from stitch_lsp.server.handlers import register_handlers
+
+    server = StitchServer(devices=devices)
+    register_handlers(server)
+    if feature_modules is None:
+        extra = os.environ.get("STITCH_EXTRA_FEATURES", "")
+        feature_modules = [*FEATURE_MODULES, *(m.strip() for m in extra.split(",") if m.strip())]
+    for name in feature_modules:
+        try:
+            importlib.import_module(name).register(server)
+        except Exception as exc:
+            # No client yet: remembered here, sent as a log message at `initialized`.
+            log.exception("feature module %s failed to load", name)
+            server.load_errors.append(f"{name}: {type(exc).__name__}: {exc}")
+    return server

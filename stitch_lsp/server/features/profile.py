@@ -1,0 +1,450 @@
+"""Nsight Compute in the editor: `ncu` diagnostics, hovers and code lenses from a profile.
+
+Results are kept per document and per content hash. The `ncu` diagnostic source returns the
+findings mapped onto exactly the text being shown, so an edit hides them at once (they described
+other code), and undoing back to the profiled text brings them back without a new run. Hovers
+and lenses keep showing the last profile after an edit, marked as stale.
+
+Commands:
+- `stitch.profile` [uri | {uri, full}]: profile the file on the GPU (a scheduler job: one per
+  GPU, superseded by a newer request, cancelled when the document changes, cached by content).
+- `stitch.showProfile` [{uri, report, map}] or [uri, report]: load an existing `.ncu-rep` and
+  show it on the workspace's files. No GPU needed; it runs no user code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as lsp
+
+from stitch_lsp.analysis.document import uri_to_path
+from stitch_lsp.analysis.model import KernelInfo, LaunchInfo, ModuleInfo
+from stitch_lsp.models.findings import Finding
+from stitch_lsp.models.profile import ProfileReport, ProfileRequest, ProfileResult, ProfileRun
+
+if TYPE_CHECKING:
+    from stitch_lsp.server.app import StitchServer
+    from stitch_lsp.server.documents import OpenDocument
+    from stitch_lsp.server.jobs import JobContext
+
+SOURCE = "ncu"
+PROFILE = "stitch.profile"
+SHOW = "stitch.showProfile"
+_KEEP_PER_DOC = 8  # profiles remembered per document (distinct contents)
+_SUFFIXES = (".py", ".cu")
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class DocProfile:
+    """A profile mapped onto one document's text."""
+
+    text_hash: str
+    report_path: str
+    findings: list[Finding]
+    kernels: list[tuple[ProfileResult, int]]  # kernel, 1-based signature line in this text
+    speedup: float | None = None
+
+
+@dataclass
+class ProfileStore:
+    by_uri: dict[str, OrderedDict[str, DocProfile]] = field(default_factory=dict)
+
+    def put(self, uri: str, prof: DocProfile) -> None:
+        per = self.by_uri.setdefault(uri, OrderedDict())
+        per[prof.text_hash] = prof
+        per.move_to_end(prof.text_hash)
+        while len(per) > _KEEP_PER_DOC:
+            per.popitem(last=False)
+
+    def fresh(self, uri: str, text: str) -> DocProfile | None:
+        per = self.by_uri.get(uri)
+        return per.get(text_hash(text)) if per else None
+
+    def latest(self, uri: str) -> DocProfile | None:
+        per = self.by_uri.get(uri)
+        return next(reversed(per.values())) if per else None
+
+
+def register(server: StitchServer) -> None:
+    store = ProfileStore()
+    server.profile_store = store  # type: ignore[attr-defined]  # for debugInfo and tests
+    on_save_tasks: dict[str, asyncio.Task[None]] = {}
+
+    def diagnostics(doc: OpenDocument) -> list[Finding]:
+        prof = store.fresh(doc.uri, doc.text)
+        return list(prof.findings) if prof else []
+
+    def hover(doc: OpenDocument, pos: lsp.Position) -> str | None:
+        prof, stale = _profile_for(store, doc)
+        if prof is None or doc.analysis is None:
+            return None
+        from stitch_lsp.analysis import symbol_at
+        from stitch_lsp.profile.summary import hover_markdown
+
+        target = symbol_at(doc.analysis, pos.line, pos.character)
+        if isinstance(target, (KernelInfo, LaunchInfo)):
+            name = target.name if isinstance(target, KernelInfo) else target.kernel
+            k = _kernel(prof, name)
+            return hover_markdown(k, prof.speedup, stale) if k else None
+        if isinstance(target, ModuleInfo) and prof.kernels:
+            return _module_markdown(prof, stale)
+        return None
+
+    def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
+        prof, stale = _profile_for(store, doc)
+        if prof is None:
+            return []
+        from stitch_lsp.profile.summary import lens_title
+
+        rerun = lsp.Command(title="", command=PROFILE, arguments=[doc.uri])
+        out: list[lsp.CodeLens] = []
+        analysis = doc.analysis
+        where = {k.name: k.selection_range[0] for k in (analysis.kernels if analysis else [])}
+        for k, line in prof.kernels:
+            row = where.get(k.name, line - 1)
+            title = lens_title(k, prof.speedup) + (" (stale: file changed)" if stale else "")
+            out.append(_lens(row, title, rerun))
+        for m in analysis.modules if analysis else []:
+            if m.name in ("ModelNew", "Model") and m.name == _profiled_class(analysis):
+                total = sum(k.duration_ns or 0.0 for k, _ in prof.kernels) / 1000
+                slow = max(prof.kernels, key=lambda kl: kl[0].duration_ns or 0.0)[0]
+                title = (
+                    f"ncu: {len(prof.kernels)} kernel(s), {total:.1f} µs on the GPU; "
+                    f"slowest {slow.name} ({slow.bottleneck.value}-bound)"
+                ) + (" (stale)" if stale else "")
+                out.append(_lens(m.selection_range[0], title, rerun))
+        return out
+
+    async def show_profile(ls: StitchServer, *args: Any) -> dict[str, Any]:
+        uri, report_path, maps = _show_args(args)
+        run = await _read_report(ls, uri, report_path)
+        if not run.ok or run.report is None:
+            ls.window_show_message(
+                lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"ncu: {run.error}")
+            )
+            return {"ok": False, "error": run.error}
+        return apply_report(ls, store, run.report, uri, maps)
+
+    async def profile(ls: StitchServer, *args: Any) -> dict[str, Any]:
+        uri, full = _profile_args(args)
+        return await start_profile(ls, store, uri, full=full)
+
+    async def on_save(doc: OpenDocument) -> None:
+        if not server.settings.profile_on_save or not _profilable(doc):
+            return
+        old = on_save_tasks.pop(doc.uri, None)
+        if old is not None and not old.done():
+            old.cancel()
+        version = doc.version
+
+        async def later() -> None:
+            await asyncio.sleep(server.settings.debounce_ms / 1000.0)
+            if doc.version == version and server.documents.get(doc.uri) is doc:
+                await start_profile(server, store, doc.uri, full=False, quiet=True)
+
+        on_save_tasks[doc.uri] = asyncio.get_running_loop().create_task(later())
+
+    server.register_diagnostic_source(SOURCE, diagnostics)
+    server.register_hover_provider("profile", hover)
+    server.register_code_lens_provider("profile", lenses)
+    server.register_command(SHOW, show_profile, executes_code=False)
+    server.register_command(PROFILE, profile, executes_code=True)
+    server.save_listeners.append(on_save)
+
+
+# ---- applying a report ------------------------------------------------------------------------
+
+
+def apply_report(
+    ls: StitchServer,
+    store: ProfileStore,
+    report: ProfileReport,
+    origin_uri: str | None,
+    maps: dict[str, str] | None = None,
+    speedup: float | None = None,
+) -> dict[str, Any]:
+    """Map a report onto open documents and workspace files; store and publish the findings."""
+    from stitch_lsp.profile.findings import place_kernel, report_findings, unmapped_paths
+    from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
+    from stitch_lsp.profile.summary import summarize
+
+    open_docs = {
+        str(d.path.resolve()): d for d in list(ls.documents.values()) if d.path is not None
+    }
+    roots: list[Path] = [Path(p) for p in open_docs]
+    origin = uri_to_path(origin_uri) if origin_uri else None
+    if origin is not None:
+        roots.append(origin.parent)
+    texts = {Path(p): d.text for p, d in open_docs.items()}
+    mapper = SourceMapper(
+        report.sources, maps or {}, workspace_candidates(roots, limit=500), texts, origin
+    )
+    findings = report_findings(report, mapper)
+    per_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        per_path.setdefault(str(Path(f.path).resolve()), []).append(f)
+    kernels_at: dict[str, list[tuple[ProfileResult, int]]] = {}
+    summaries = []
+    for k in report.kernels:
+        place = place_kernel(k, mapper)
+        if place is not None:
+            kernels_at.setdefault(str(place.path.resolve()), []).append((k, place.line))
+        summaries.append(
+            summarize(k, str(place.path) if place else None, place.line if place else None)
+        )
+    touched: list[str] = []
+    for path in set(per_path) | set(kernels_at):
+        doc = open_docs.get(path)
+        text = doc.text if doc is not None else mapper.text_of(Path(path))
+        if text is None:
+            continue
+        uri = doc.uri if doc is not None else Path(path).as_uri()
+        store.put(
+            uri,
+            DocProfile(
+                text_hash(text),
+                report.report_path,
+                per_path.get(path, []),
+                kernels_at.get(path, []),
+                speedup,
+            ),
+        )
+        touched.append(uri)
+        if doc is not None:
+            ls.schedule_publish(uri, delay_ms=0)
+    return {
+        "ok": True,
+        "report": report.report_path,
+        "documents": sorted(touched),
+        "diagnostics": len(findings),
+        "kernels": [s.model_dump(mode="json") for s in summaries],
+        "unmapped": unmapped_paths(report, mapper),
+    }
+
+
+async def _worker(
+    ls: StitchServer, ctx: JobContext | None, argv_tail: list[str], stdin: bytes | None
+) -> ProfileRun:
+    from stitch_lsp.models.profile import ProfileErrorKind
+
+    argv = [sys.executable, "-m", "stitch_lsp.profile.worker", *argv_tail]
+    env = dict(os.environ)
+    pkg_root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    if ctx is not None and ctx.device and ctx.device.startswith("cuda:"):
+        env["CUDA_VISIBLE_DEVICES"] = _physical_device(ctx.device)
+    timeout = ls.settings.verify_timeout_s + 60
+    if ctx is not None:
+        res = await ctx.run_process(argv, env=env, stdin=stdin, timeout_s=timeout)
+        rc, out, err, timed_out = res.returncode, res.stdout, res.stderr, res.timed_out
+    else:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            env=env,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        rc, timed_out = proc.returncode, False
+    if timed_out:
+        return ProfileRun(ok=False, error_kind=ProfileErrorKind.timeout, error="profile timed out")
+    try:
+        return ProfileRun.model_validate_json(out)
+    except ValueError:
+        tail = (err or b"").decode("utf-8", "replace")[-2000:]
+        return ProfileRun(
+            ok=False,
+            error_kind=ProfileErrorKind.failed,
+            error=f"the profile worker failed (exit code {rc}): {tail.strip()[-500:]}",
+            log_tail=tail,
+        )
+
+
+def _physical_device(device: str) -> str:
+    index = int(device.split(":", 1)[1])
+    visible = [
+        v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()
+    ]
+    return visible[index] if index < len(visible) else str(index)
+
+
+async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> ProfileRun:
+    from stitch_lsp.server.jobs import JobSpec
+
+    async def run(ctx: JobContext) -> ProfileRun:
+        ctx.report(f"reading {Path(report_path).name}")
+        return await _worker(ls, ctx, ["--read", report_path], None)
+
+    spec = JobSpec(
+        kind="profile-read",
+        run=run,
+        uri=uri,
+        needs_gpu=False,
+        cancel_on_change=False,
+        title=f"ncu: reading {Path(report_path).name}",
+        summarize=lambda r: (
+            f"ncu report: {len(r.report.kernels) if r.report else 0} kernel(s)",
+            None,
+        ),
+    )
+    outcome = await ls.jobs.submit(spec).wait()
+    if isinstance(outcome.result, ProfileRun):
+        return outcome.result
+    from stitch_lsp.models.profile import ProfileErrorKind
+
+    return ProfileRun(ok=False, error_kind=ProfileErrorKind.failed, error=outcome.message)
+
+
+async def start_profile(
+    ls: StitchServer, store: ProfileStore, uri: str, *, full: bool, quiet: bool = False
+) -> dict[str, Any]:
+    """Queue a GPU profile of a document and show its findings when it finishes."""
+    from stitch_lsp.server.jobs import JobSpec, JobState, content_key
+
+    doc = ls.documents.get(uri)
+    path = uri_to_path(uri)
+    if path is None or path.suffix not in _SUFFIXES:
+        return {"ok": False, "error": "only .py and .cu files can be profiled"}
+    text = doc.text if doc is not None else path.read_text(encoding="utf-8", errors="replace")
+    s = ls.settings
+    req = ProfileRequest(
+        path=str(path),
+        sections=list(s.ncu_sections),
+        full_set=full or s.ncu_full_set,
+        ncu_path=s.ncu_path,
+        python=s.python_for_workers,
+        timeout_s=s.verify_timeout_s,
+    )
+    if doc is not None and doc.version is not None and _dirty(doc, path):
+        return {"ok": False, "error": "save the file first: the profiler runs what is on disk"}
+
+    async def run(ctx: JobContext) -> ProfileRun:
+        ctx.report("building and running under Nsight Compute")
+        return await _worker(ls, ctx, [], req.model_dump_json().encode())
+
+    spec = JobSpec(
+        kind="profile",
+        run=run,
+        uri=uri,
+        version=doc.version if doc is not None else None,
+        cache_key=content_key(
+            text, "profile", req.model_dump(include={"sections", "full_set", "ncu_path"})
+        ),
+        title=f"ncu: profiling {path.name}",
+        summarize=_summarize_run,
+    )
+    outcome = await ls.jobs.submit(spec).wait()
+    result = outcome.result
+    if outcome.state in (JobState.done, JobState.cached) and isinstance(result, ProfileRun):
+        if result.ok and result.report is not None:
+            summary = apply_report(ls, store, result.report, uri)
+            summary["cached"] = outcome.state is JobState.cached
+            summary["wall_s"] = result.wall_s
+            summary["ncu_s"] = result.ncu_s
+            summary["build_s"] = result.build_s
+            return summary
+        message = result.error or "profile failed"
+    else:
+        message = outcome.message or outcome.state.value
+    if outcome.state is JobState.cancelled:
+        pass  # superseded or the document changed: the newer run speaks for itself
+    elif quiet:  # profile-on-save: a log line, not a pop-up on every save
+        ls.log(f"ncu: {message}", lsp.MessageType.Warning)
+    else:
+        ls.window_show_message(
+            lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"ncu: {message}")
+        )
+    return {"ok": False, "error": message, "state": outcome.state.value}
+
+
+def _summarize_run(run: Any) -> tuple[str, float | None]:
+    if isinstance(run, ProfileRun) and run.ok and run.report is not None:
+        n = len(run.report.kernels)
+        return f"ncu: {n} kernel(s) profiled in {run.wall_s:.1f} s", None
+    return f"ncu: {getattr(run, 'error', 'failed')}", None
+
+
+def _dirty(doc: OpenDocument, path: Path) -> bool:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") != doc.text
+    except OSError:
+        return True
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _profile_for(store: ProfileStore, doc: OpenDocument) -> tuple[DocProfile | None, bool]:
+    prof = store.fresh(doc.uri, doc.text)
+    if prof is not None:
+        return prof, False
+    latest = store.latest(doc.uri)
+    return latest, latest is not None
+
+
+def _kernel(prof: DocProfile, name: str) -> ProfileResult | None:
+    return next((k for k, _ in prof.kernels if k.name == name), None)
+
+
+def _module_markdown(prof: DocProfile, stale: bool) -> str:
+    from stitch_lsp.profile.summary import hover_markdown, lens_title
+
+    total = sum(k.duration_ns or 0.0 for k, _ in prof.kernels) / 1000
+    lines = [f"### ncu · {len(prof.kernels)} kernel(s), {total:.1f} µs on the GPU"]
+    if prof.speedup is not None:
+        lines.append(f"**{prof.speedup:.2f}x** vs eager (verified)")
+    lines += [f"- `{k.name}`: {lens_title(k).removeprefix('ncu: ')}" for k, _ in prof.kernels]
+    slowest = max(prof.kernels, key=lambda kl: kl[0].duration_ns or 0.0)[0]
+    return "\n".join(lines) + "\n\n" + hover_markdown(slowest, None, stale)
+
+
+def _profiled_class(analysis: Any) -> str | None:
+    names = {m.name for m in analysis.modules}
+    return "ModelNew" if "ModelNew" in names else ("Model" if "Model" in names else None)
+
+
+def _profilable(doc: OpenDocument) -> bool:
+    path = doc.path
+    if path is None or path.suffix not in _SUFFIXES:
+        return False
+    a = doc.analysis
+    return a is not None and bool(a.kernels or a.is_candidate)
+
+
+def _lens(row: int, title: str, command: lsp.Command) -> lsp.CodeLens:
+    pos = lsp.Position(line=max(row, 0), character=0)
+    cmd = lsp.Command(title=title, command=command.command, arguments=command.arguments)
+    return lsp.CodeLens(range=lsp.Range(start=pos, end=pos), command=cmd)
+
+
+def _show_args(args: tuple[Any, ...]) -> tuple[str | None, str, dict[str, str]]:
+    if len(args) == 1 and isinstance(args[0], dict):
+        d = args[0]
+        report = d.get("report") or d.get("reportPath")
+        if not report:
+            raise ValueError("stitch.showProfile wants {uri, report, map?}")
+        return d.get("uri"), str(report), dict(d.get("map") or {})
+    if len(args) >= 2:
+        return str(args[0]), str(args[1]), dict(args[2]) if len(args) > 2 else {}
+    raise ValueError("stitch.showProfile wants [uri, reportPath] or [{uri, report, map}]")
+
+
+def _profile_args(args: tuple[Any, ...]) -> tuple[str, bool]:
+    if len(args) == 1 and isinstance(args[0], dict):
+        return str(args[0]["uri"]), bool(args[0].get("full", False))
+    if args:
+        return str(args[0]), bool(args[1]) if len(args) > 1 else False
+    raise ValueError("stitch.profile wants [uri] or [{uri, full}]")

@@ -1,0 +1,437 @@
+"""The LSP handlers: text sync, diagnostics, symbols, hover, lenses, actions, files, settings.
+
+Every handler is wrapped by `guarded`: an exception is logged once (window/logMessage) and the
+request answers with an empty result, so one bad file or one broken feature never takes the
+server down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from stitch_lsp.analysis.document import Document
+from stitch_lsp.server.app import StitchServer
+from stitch_lsp.server.convert import from_range
+from stitch_lsp.server.documents import OpenDocument, path_key
+from stitch_lsp.server.registry import CommandSpec
+from stitch_lsp.server.symbols import to_document_symbols
+
+WATCHED_GLOBS = ("**/*.py", "**/*.cu", "**/*.cuh")
+DEBUG_INFO_METHOD = "stitch/debugInfo"
+CODE_ACTION_KINDS = [
+    lsp.CodeActionKind.QuickFix,
+    lsp.CodeActionKind.Refactor,
+    lsp.CodeActionKind.Source,
+]
+
+
+def guarded(where: str, default: Any = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Catch, log once, answer `default`: the server keeps serving after any feature bug."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(ls: StitchServer, *args: Any) -> Any:
+                try:
+                    return await fn(ls, *args)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    ls.report_error(where, exc)
+                    return default
+
+            return run_async
+
+        @functools.wraps(fn)
+        def run(ls: StitchServer, *args: Any) -> Any:
+            try:
+                return fn(ls, *args)
+            except Exception as exc:
+                ls.report_error(where, exc)
+                return default
+
+        return run
+
+    return wrap
+
+
+def register_handlers(server: StitchServer) -> None:
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    @server.feature(lsp.INITIALIZE)
+    @guarded("initialize")
+    def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
+        opts = params.initialization_options
+        opts = opts if isinstance(opts, dict) else {}
+        settings = opts.get("settings")
+        ls._init_settings = settings if isinstance(settings, dict) else {}
+        ls.startup_rejected = ls.apply_settings(None)
+        trusted = opts.get("trusted")
+        # Clients that know nothing of workspace trust get the full server: every command that
+        # runs code is still an explicit user request.
+        ls.trusted = trusted if isinstance(trusted, bool) else True
+        for spec in ls.commands.values():
+            if ls.command_enabled(spec.name):
+                _expose_command(ls, spec)
+        if ls.code_lens_providers:
+            ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)(code_lens)
+        if ls.code_action_providers:
+            ls.feature(
+                lsp.TEXT_DOCUMENT_CODE_ACTION,
+                lsp.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS),
+            )(code_action)
+        ls.initialized = True
+
+    @server.feature(lsp.INITIALIZED)
+    @guarded("initialized")
+    async def initialized(ls: StitchServer, params: lsp.InitializedParams) -> None:
+        for err in ls.load_errors:
+            ls.log(f"stitch-lsp: a feature failed to load: {err}", lsp.MessageType.Error)
+        if ls.startup_rejected:
+            _warn_rejected(ls, ls.startup_rejected)
+        await _pull_configuration(ls)
+        await _register_dynamic_capabilities(ls)
+        try:
+            ls.warm_up()
+        except Exception as exc:
+            ls.report_error("warming up the analysis", exc)
+        await ls.refresh_devices()
+        gpus = ", ".join(ls.jobs.devices) or "none"
+        mode = "trusted" if ls.trusted else "untrusted: analysis only, nothing is executed"
+        enabled = [n for n in ls.commands if ls.command_enabled(n)]
+        ls.log(
+            f"stitch-lsp {ls.version} ready ({mode}); GPUs: {gpus}; "
+            f"commands: {', '.join(enabled) or 'none'}"
+        )
+        ls.send_status(
+            "idle",
+            "stitch-lsp ready" if ls.jobs.devices else "stitch-lsp ready (no GPU: analysis only)",
+        )
+
+    @server.feature(lsp.SHUTDOWN)
+    @guarded("shutdown")
+    async def shutdown(ls: StitchServer, params: None) -> None:
+        for task in ls._debounce.values():
+            task.cancel()
+        await ls.jobs.shutdown()
+
+    # ---- text sync --------------------------------------------------------------------------
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    @guarded("didOpen")
+    async def did_open(ls: StitchServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        td = params.text_document
+        doc = Document(td.uri, td.text, td.language_id, td.version)
+        ls.documents[td.uri] = OpenDocument(td.uri, doc, ls.settings)
+        _cancel_pending(ls, td.uri)
+        await ls.publish(td.uri)  # open is not debounced: the user is looking at it now
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    @guarded("didChange")
+    def did_change(ls: StitchServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = ls.documents.get(uri)
+        if state is None:
+            return
+        version = params.text_document.version
+        try:
+            for change in params.content_changes:
+                if isinstance(change, lsp.TextDocumentContentChangePartial):
+                    state.doc.apply_change(from_range(change.range), change.text)
+                else:
+                    state.doc.apply_change(None, change.text)
+        except Exception as exc:
+            # Out-of-sync edit: resync from pygls's own copy of the text rather than drift.
+            ls.report_error("applying an edit (resynced the whole text)", exc)
+            state.doc.apply_change(None, ls.workspace.get_text_document(uri).source)
+        state.doc.version = version
+        ls.jobs.document_changed(uri, version)
+        ls.schedule_publish(uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    @guarded("didSave")
+    async def did_save(ls: StitchServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = ls.documents.get(uri)
+        if state is None:
+            return
+        _cancel_pending(ls, uri)
+        await ls.publish(uri)
+        for listener in list(ls.save_listeners):
+            await ls.call_provider("on save", listener, state, default=None)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    @guarded("didClose")
+    def did_close(ls: StitchServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        _cancel_pending(ls, uri)
+        if ls.documents.pop(uri, None) is not None:
+            ls.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
+
+    # ---- language features ------------------------------------------------------------------
+
+    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @guarded("documentSymbol", default=[])
+    def document_symbol(
+        ls: StitchServer, params: lsp.DocumentSymbolParams
+    ) -> list[lsp.DocumentSymbol]:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return []
+        return to_document_symbols(state.analysis.symbols)
+
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    @guarded("hover")
+    async def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return None
+        sections: list[str] = []
+        for name, provider in list(ls.hover_providers.items()):
+            text = await ls.call_provider(
+                f"hover:{name}", provider, state, params.position, default=None
+            )
+            if text:
+                sections.append(text.strip())
+        if not sections:
+            return None
+        return lsp.Hover(
+            contents=lsp.MarkupContent(
+                kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(sections)
+            )
+        )
+
+    # Registered at initialize, and only when some feature provides lenses/actions.
+    @guarded("codeLens", default=[])
+    async def code_lens(ls: StitchServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return []
+        lenses: list[lsp.CodeLens] = []
+        for name, provider in list(ls.code_lens_providers.items()):
+            lenses.extend(await ls.call_provider(f"codeLens:{name}", provider, state, default=[]))
+        return [x for x in lenses if x.command is None or _allowed(ls, x.command.command)]
+
+    @guarded("codeAction", default=[])
+    async def code_action(
+        ls: StitchServer, params: lsp.CodeActionParams
+    ) -> list[lsp.CodeAction | lsp.Command]:
+        state = ls.documents.get(params.text_document.uri)
+        if state is None:
+            return []
+        actions: list[lsp.CodeAction | lsp.Command] = []
+        for name, provider in list(ls.code_action_providers.items()):
+            actions.extend(
+                await ls.call_provider(f"codeAction:{name}", provider, state, params, default=[])
+            )
+        return [a for a in actions if _action_allowed(ls, a)]
+
+    # ---- workspace --------------------------------------------------------------------------
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    @guarded("didChangeConfiguration")
+    async def did_change_configuration(
+        ls: StitchServer, params: lsp.DidChangeConfigurationParams
+    ) -> None:
+        if not await _pull_configuration(ls):
+            pushed = params.settings.get("stitch") if isinstance(params.settings, dict) else None
+            _use_settings(ls, pushed if isinstance(pushed, dict) else {})
+        for uri in list(ls.documents):
+            ls.schedule_publish(uri, delay_ms=0)
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    @guarded("didChangeWatchedFiles")
+    async def did_change_watched_files(
+        ls: StitchServer, params: lsp.DidChangeWatchedFilesParams
+    ) -> None:
+        from stitch_lsp.analysis.document import uri_to_path
+
+        for change in params.changes:
+            if change.uri in ls.documents:
+                continue  # the editor's buffer is the truth for open files
+            path = uri_to_path(change.uri)
+            if path is None:
+                continue
+            key = path_key(path)
+            dropped = ls.jobs.invalidate_path(key)
+            dependents = [uri for uri, d in ls.documents.items() if _names_reference(d, key)]
+            if change.type == lsp.FileChangeType.Deleted and dependents:
+                ls.log(
+                    f"stitch-lsp: {path} was deleted; it is the reference of "
+                    f"{len(dependents)} open file(s)"
+                )
+            for uri in dependents:
+                ls.documents[uri].invalidate()
+                ls.schedule_publish(uri, delay_ms=0)
+            if dropped:
+                ls.log(f"stitch-lsp: {path} changed; dropped {dropped} cached result(s)")
+            for listener in list(ls.file_change_listeners):
+                await ls.call_provider(
+                    "file change listener", listener, key, change.type, default=None
+                )
+
+    # ---- debugging --------------------------------------------------------------------------
+
+    @server.feature(DEBUG_INFO_METHOD)
+    @guarded("debugInfo")
+    def debug_info(ls: StitchServer, params: Any) -> dict[str, Any]:
+        """Not advertised: what tests and benchmarks need to see inside the server."""
+        return {
+            "torchImported": "torch" in sys.modules,
+            "trusted": ls.trusted,
+            "devices": list(ls.jobs.devices),
+            "commands": [n for n in ls.commands if ls.command_enabled(n)],
+            "settings": ls.settings.model_dump(by_alias=True),
+            "publishCount": ls.publish_count,
+            "documents": [
+                {
+                    "uri": uri,
+                    "version": d.version,
+                    "bytes": d.doc.size,
+                    "analysisMs": d.analysis_ms,
+                    "analysisCount": d.analysis_count,
+                    "tooLarge": d.too_large,
+                }
+                for uri, d in ls.documents.items()
+            ],
+            "time": time.time(),
+        }
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _cancel_pending(ls: StitchServer, uri: str) -> None:
+    task = ls._debounce.pop(uri, None)
+    if task is not None and not task.done():
+        task.cancel()
+
+
+def _allowed(ls: StitchServer, command: str) -> bool:
+    spec = ls.commands.get(command)
+    return spec is None or ls.command_enabled(command)
+
+
+def _action_allowed(ls: StitchServer, action: lsp.CodeAction | lsp.Command) -> bool:
+    if isinstance(action, lsp.Command):
+        return _allowed(ls, action.command)
+    return action.command is None or _allowed(ls, action.command.command)
+
+
+def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
+    # pygls injects the server when the first parameter is named `ls`; `*args` takes the
+    # command's JSON arguments as they came.
+    async def command(ls: StitchServer, *args: Any) -> Any:
+        try:
+            return await spec.handler(ls, *args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            ls.report_error(f"command {spec.name}", exc)
+            raise
+
+    ls.command(spec.name)(command)
+
+
+def _names_reference(state: OpenDocument, changed: str) -> bool:
+    try:
+        ref = state.reference_path()
+    except Exception:
+        return False
+    return ref is not None and path_key(ref) == changed
+
+
+def _use_settings(ls: StitchServer, values: dict[str, Any]) -> None:
+    old_device = ls.settings.device
+    rejected = ls.apply_settings(values)
+    if rejected:
+        _warn_rejected(ls, rejected)
+    for d in ls.documents.values():
+        d.use_settings(ls.settings)
+    if ls.settings.device != old_device and ls.initialized:
+        asyncio.get_running_loop().create_task(ls.refresh_devices())
+    for listener in list(ls.settings_listeners):
+        asyncio.get_running_loop().create_task(
+            ls.call_provider("settings listener", listener, ls, default=None)
+        )
+
+
+def _warn_rejected(ls: StitchServer, keys: list[str]) -> None:
+    ls.window_show_message(
+        lsp.ShowMessageParams(
+            type=lsp.MessageType.Warning,
+            message="stitch-lsp: ignored invalid setting(s) "
+            f"{', '.join('stitch.' + k for k in keys)}; using their defaults",
+        )
+    )
+
+
+async def _pull_configuration(ls: StitchServer) -> bool:
+    """Read the `stitch` section with workspace/configuration; False when the client cannot."""
+    caps = ls.client_capabilities.workspace
+    if caps is None or not caps.configuration:
+        return False
+    try:
+        result = await asyncio.wait_for(
+            ls.workspace_configuration_async(
+                lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section="stitch")])
+            ),
+            10,
+        )
+    except Exception as exc:
+        ls.log(
+            f"stitch-lsp: could not read settings from the editor: {exc}", lsp.MessageType.Warning
+        )
+        return False
+    values = result[0] if result else None
+    _use_settings(ls, values if isinstance(values, dict) else {})
+    return True
+
+
+async def _register_dynamic_capabilities(ls: StitchServer) -> None:
+    """File watchers and settings notifications, where the client allows dynamic registration."""
+    ws = ls.client_capabilities.workspace
+    registrations: list[lsp.Registration] = []
+    if ws and ws.did_change_watched_files and ws.did_change_watched_files.dynamic_registration:
+        registrations.append(
+            lsp.Registration(
+                id="stitch-watched-files",
+                method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=lsp.DidChangeWatchedFilesRegistrationOptions(
+                    watchers=[lsp.FileSystemWatcher(glob_pattern=g) for g in WATCHED_GLOBS]
+                ),
+            )
+        )
+    if ws and ws.did_change_configuration and ws.did_change_configuration.dynamic_registration:
+        registrations.append(
+            lsp.Registration(
+                id="stitch-configuration",
+                method=lsp.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                register_options=lsp.DidChangeConfigurationRegistrationOptions(section="stitch"),
+            )
+        )
+    if not registrations:
+        return
+    try:
+        await asyncio.wait_for(
+            ls.client_register_capability_async(
+                lsp.RegistrationParams(registrations=registrations)
+            ),
+            10,
+        )
+    except Exception as exc:
+        ls.log(
+            f"stitch-lsp: the editor refused file watchers/settings notifications: {exc}",
+            lsp.MessageType.Warning,
+        )

@@ -1,0 +1,207 @@
+"""Output comparison and memory poisoning (runs in the worker; imports torch)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from stitch_lsp.models.verify import TrialResult
+
+TOLERANCES: dict[torch.dtype, float] = {
+    torch.float32: 1e-4,
+    torch.float64: 1e-4,
+    torch.float16: 1e-2,
+    torch.bfloat16: 1e-2,
+}
+POISON_BYTE = 0xFF  # all-ones bytes: NaN in fp32/fp16/bf16/fp64, -1 in integers
+BIG_POISON_BYTES = 512 * 1024 * 1024
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    return TOLERANCES.get(dtype, 0.0)
+
+
+def flatten(out: Any) -> list[Any]:
+    """A module's outputs as a flat list (a tensor, or tuples/lists of them)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, tuple | list):
+        flat: list[Any] = []
+        for item in out:
+            flat.extend(flatten(item))
+        return flat
+    return [out]
+
+
+def to_device(values: Sequence[Any], device: torch.device) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def clone_all(values: Sequence[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def poison_allocator(device: torch.device, sizes: Sequence[int]) -> None:
+    """Leave the caching allocator's free blocks full of NaN bytes.
+
+    We allocate blocks the size of each expected output (a few of each, since an output can land
+    in any of them), plus one large block, fill them with 0xFF and free them. An output element
+    the candidate never writes then reads back as NaN and is counted as unwritten, and memory
+    that held the reference's results can no longer pass for the candidate's.
+    """
+    keep: list[torch.Tensor] = []
+    for nbytes in sizes:
+        for _ in range(3):
+            keep.append(torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device))
+    try:
+        free, _total = torch.cuda.mem_get_info(device)
+        big = min(BIG_POISON_BYTES, max(0, free // 4))
+        if big:
+            keep.append(torch.empty(big, dtype=torch.uint8, device=device))
+    except RuntimeError:
+        pass
+    for t in keep:
+        t.fill_(POISON_BYTE)
+    torch.cuda.synchronize(device)
+    del keep
+
+
+def compare(
+    index: int, which: int, expected: Any, actual: Any, atol: float, rtol: float
+) -> TrialResult:
+    """One output of one trial: shape, dtype class, tolerance, unwritten elements."""
+    if not isinstance(expected, torch.Tensor):
+        ok = type(actual) is type(expected) and actual == expected
+        return TrialResult(
+            index=index,
+            output=which,
+            passed=bool(ok),
+            message="" if ok else f"expected {expected!r}, got {actual!r}",
+        )
+    if not isinstance(actual, torch.Tensor):
+        return TrialResult(
+            index=index,
+            output=which,
+            passed=False,
+            message=f"expected a tensor, got {type(actual).__name__}",
+        )
+    if actual.shape != expected.shape:
+        return TrialResult(
+            index=index,
+            output=which,
+            passed=False,
+            numel=expected.numel(),
+            message=f"shape {tuple(actual.shape)} != expected {tuple(expected.shape)}",
+        )
+    if actual.device != expected.device:
+        return TrialResult(
+            index=index,
+            output=which,
+            passed=False,
+            numel=expected.numel(),
+            message=f"output on {actual.device}, expected {expected.device}",
+        )
+    exp = expected.detach()
+    act = actual.detach()
+    if exp.is_floating_point() or act.is_floating_point():
+        # fp32 math is enough for fp32/fp16/bf16 outputs and halves the memory of fp64 copies.
+        wide = torch.float64 if torch.float64 in (exp.dtype, act.dtype) else torch.float32
+        exp64 = exp.to(wide)
+        act64 = act.to(wide)
+    else:
+        exp64 = exp.to(torch.int64)
+        act64 = act.to(torch.int64)
+    if exp.numel() == 0:
+        return TrialResult(index=index, output=which, passed=True, numel=0)
+    diff = (act64 - exp64).abs()
+    close = torch.isclose(act64, exp64, rtol=rtol, atol=atol, equal_nan=True)
+    bad = ~close
+    mismatches = int(bad.sum().item())
+    finite = torch.isfinite(diff)
+    max_abs = float(diff[finite].max().item()) if bool(finite.any()) else float("inf")
+    if not bool(finite.all()):
+        max_abs = float("inf")
+    rel = diff / (exp64.abs() + max(atol, 1e-12))
+    max_rel = float(rel.max().item()) if bool(finite.all()) else float("inf")
+    unwritten = 0
+    if act.is_floating_point():
+        unwritten = int((torch.isnan(act64) & ~torch.isnan(exp64)).sum().item())
+    first = exp_v = act_v = None
+    if mismatches:
+        flat = int(bad.reshape(-1).nonzero()[0].item())
+        first = [int(i) for i in _unravel(flat, tuple(exp.shape))]
+        exp_v = float(exp64.reshape(-1)[flat].item())
+        act_v = float(act64.reshape(-1)[flat].item())
+    message = ""
+    if mismatches:
+        message = (
+            f"{mismatches} of {exp.numel()} elements differ beyond atol=rtol={atol:g}; "
+            f"first at {tuple(first or ())}: expected {exp_v:.6g}, got {act_v:.6g}"
+        )
+        if unwritten:
+            message += f"; {unwritten} elements were never written (still NaN poison)"
+    return TrialResult(
+        index=index,
+        output=which,
+        passed=mismatches == 0,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        mismatches=mismatches,
+        numel=exp.numel(),
+        first_mismatch=first,
+        expected=exp_v,
+        actual=act_v,
+        unwritten=unwritten,
+        message=message,
+    )
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    out = []
+    for dim in reversed(shape):
+        out.append(flat % dim if dim else 0)
+        flat = flat // dim if dim else 0
+    return list(reversed(out))
+
+
+def same_values(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Bitwise equality of two input lists (NaN equals NaN)."""
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            if x.is_floating_point():
+                if not torch.equal(torch.nan_to_num(x, nan=0.125), torch.nan_to_num(y, nan=0.125)):
+                    return False
+            elif not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    old = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int]:
+    s = t.untyped_storage()
+    return s.data_ptr(), s.data_ptr() + s.nbytes()
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    a0, a1 = storage_span(a)
+    b0, b1 = storage_span(b)
+    return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0

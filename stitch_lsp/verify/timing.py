@@ -1,0 +1,123 @@
+"""Timing with CUDA events, KernelBench style but stricter (runs in the worker; imports torch).
+
+Warm-up runs first; then each timed run flushes the L2 with a 256 MB write, rotates through
+several input sets (so nothing stays cached across runs), and is bracketed by events on the
+current stream. The first timed run is discarded.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from stitch_lsp.models.verify import TimingStats
+
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+class L2Flusher:
+    def __init__(self, device: torch.device) -> None:
+        self.buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buf.fill_(0x5A5A)
+
+
+def stats(samples_ms: Sequence[float]) -> TimingStats:
+    xs = list(samples_ms)
+    return TimingStats(
+        median=statistics.median(xs),
+        mean=statistics.fmean(xs),
+        std=statistics.pstdev(xs) if len(xs) > 1 else 0.0,
+        min=min(xs),
+        max=max(xs),
+        n=len(xs),
+    )
+
+
+def time_cuda(
+    fn: Callable[..., Any],
+    input_sets: Sequence[Sequence[Any]],
+    *,
+    trials: int,
+    warmup: int,
+    flush: L2Flusher,
+) -> list[float]:
+    """Per-run milliseconds of `fn(*inputs)`, measured on the current stream."""
+    stream = torch.cuda.current_stream()
+    with torch.no_grad():
+        for i in range(warmup):
+            fn(*input_sets[i % len(input_sets)])
+        torch.cuda.synchronize()
+        out: list[float] = []
+        for i in range(trials + 1):
+            inputs = input_sets[i % len(input_sets)]
+            flush()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            fn(*inputs)
+            end.record(stream)
+            end.synchronize()
+            if i:
+                out.append(start.elapsed_time(end))
+        torch.cuda.synchronize()
+    return out
+
+
+def pending_after_stream(
+    fn: Callable[..., Any], inputs: Sequence[Any], *, runs: int = 5
+) -> tuple[float, float, float]:
+    """How much device work outlives the current stream's end event.
+
+    Returns (median ms the device stayed busy after the current stream finished, median event
+    ms, median device-synchronised wall ms). An honest module finishes all its work on the
+    current stream (or joins it back), so the first number is a few microseconds.
+    """
+    stream = torch.cuda.current_stream()
+    pending: list[float] = []
+    events: list[float] = []
+    walls: list[float] = []
+    with torch.no_grad():
+        for _ in range(runs):
+            torch.cuda.synchronize()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
+            start.record(stream)
+            fn(*inputs)
+            end.record(stream)
+            end.synchronize()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            pending.append((t2 - t1) * 1e3)
+            events.append(start.elapsed_time(end))
+            walls.append((t2 - t0) * 1e3)
+    return statistics.median(pending), statistics.median(events), statistics.median(walls)
+
+
+def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30) -> float:
+    """Device-to-device copy rate in bytes/s (read + write): the ceiling for memory-bound code."""
+    n = nbytes // 4
+    src = torch.empty(n, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    for _ in range(2):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(5):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end))
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / (min(samples) * 1e-3)

@@ -1,0 +1,226 @@
+"""The Verifier's worker: `python -m stitch_lsp.verify.worker REQUEST.json RESULT.json`.
+
+It runs in its own process (a fresh CUDA context per candidate) and writes its result to a
+file after every phase, so that when the candidate kills the process (a fault, os._exit, a
+hang the parent times out) the parent still knows how far it got. stdout belongs to the
+candidate; nothing is read from it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from stitch_lsp.models.findings import Finding, Severity
+from stitch_lsp.models.verify import (
+    CorrectnessReport,
+    TimingReport,
+    VerifyRequest,
+    VerifyResult,
+    VerifyStatus,
+)
+from stitch_lsp.runtime.fastcuda import CudaBuildError
+from stitch_lsp.verify.loading import (
+    BuildFailure,
+    BuildWatch,
+    fastcuda_failure,
+    import_file,
+    static_fastcuda_builds,
+    watch_torch_builds,
+)
+from stitch_lsp.verify.source_map import definition_line
+
+
+class Worker:
+    def __init__(self, request: VerifyRequest, result_path: Path) -> None:
+        self.req = request
+        self.result_path = result_path
+        self.start = time.perf_counter()
+        self.result = VerifyResult(
+            status=VerifyStatus.runtime_error,
+            message="the worker stopped before it finished",
+            reference=request.reference,
+            candidate=request.candidate,
+            device=request.device,
+        )
+        self.candidate_path = Path(request.candidate).resolve()
+        self.reference_path = Path(request.reference).resolve()
+        self.watch = BuildWatch(self.candidate_path, compile_only=request.compile_only)
+        self._phase_start = time.perf_counter()
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def phase(self, name: str) -> None:
+        now = time.perf_counter()
+        prev = self.result.phase
+        self.result.phase_seconds[prev] = round(
+            self.result.phase_seconds.get(prev, 0.0) + now - self._phase_start, 4
+        )
+        self._phase_start = now
+        self.result.phase = name
+        self.save()
+
+    def save(self) -> None:
+        self.result.wall_seconds = time.perf_counter() - self.start
+        tmp = self.result_path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(self.result.model_dump_json())
+        os.replace(tmp, self.result_path)
+
+    def finish(self, status: VerifyStatus, message: str = "") -> None:
+        self.result.status = status
+        self.result.message = message
+        if self.result.build is None or self.result.build.kind == "none":
+            self.result.build = self.watch.summary()
+        self.phase("done")
+
+    def candidate_finding(
+        self, code: str, message: str, *, severity: Severity = Severity.error
+    ) -> Finding:
+        text = _read(self.candidate_path)
+        line = definition_line(text, "ModelNew")
+        return Finding(
+            path=str(self.candidate_path),
+            line=line,
+            severity=severity,
+            code=code,
+            message=message,
+            source="stitch-verify",
+        )
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BuildFailure as exc:
+            self.result.diagnostics.extend(exc.findings)
+            self.result.build = exc.info
+            self.finish(VerifyStatus.compile_error, str(exc))
+        except CudaBuildError as exc:
+            failure = fastcuda_failure(exc, self.candidate_path)
+            self.result.diagnostics.extend(failure.findings)
+            self.result.build = failure.info
+            self.finish(VerifyStatus.compile_error, str(exc))
+        except Exception as exc:
+            self._runtime_error(exc)
+
+    def _runtime_error(self, exc: BaseException) -> None:
+        text = "".join(traceback.format_exception(exc))
+        name = type(exc).__name__
+        short = f"{name}: {exc}".strip()
+        if "out of memory" in short.lower():
+            short = f"out of memory: {exc}"
+        self.result.log_tail = text[-4000:]
+        self.result.diagnostics.append(
+            self.candidate_finding("stitch.runtime-error", f"{self.result.phase}: {short[:500]}")
+        )
+        self.finish(VerifyStatus.runtime_error, short[:1000])
+
+    def _run(self) -> None:
+        self.phase("import")
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        gpu = torch is not None and torch.cuda.is_available() and not self.req.compile_only
+        if not gpu:
+            self._compile_only(torch is not None)
+            return
+        from stitch_lsp.verify.gpu import GpuRun
+
+        device = torch.device(self.req.device or "cuda:0")
+        torch.cuda.set_device(device)
+        self.result.gpu_name = torch.cuda.get_device_name(device)
+        ref_mod, cand_mod = self._import_both()
+        self.phase("build")
+        GpuRun(self, torch, device, ref_mod, cand_mod).run()
+
+    def _import_both(self) -> tuple[Any, Any]:
+        same = self.reference_path == self.candidate_path
+        if same:
+            with watch_torch_builds(self.watch):
+                mod = import_file(self.candidate_path, "stitch_verify_pair")
+            return mod, mod
+        ref = import_file(self.reference_path, "stitch_verify_reference")
+        with watch_torch_builds(self.watch):
+            cand = import_file(self.candidate_path, "stitch_verify_candidate")
+        return ref, cand
+
+    def _compile_only(self, have_torch: bool) -> None:
+        self.watch.compile_only = True
+        if have_torch:
+            self.phase("build")
+            _, cand = self._import_both()
+            static_fastcuda_builds(cand, self.candidate_path)
+        else:
+            self.phase("build")
+            self._build_without_torch()
+        self.result.build = self.watch.summary()
+        why = (
+            "compile-only run requested"
+            if self.req.compile_only
+            else "no CUDA GPU visible to torch"
+            if have_torch
+            else "torch is not installed for the worker's Python"
+        )
+        built = "built" if self.result.build.kind != "none" else "nothing to build"
+        self.finish(VerifyStatus.no_gpu, f"{why}: {built}; correctness and timing need a GPU")
+
+    def _build_without_torch(self) -> None:
+        """No torch at all: build the candidate's fastcuda sources found in its text."""
+        import types
+
+        namespace = types.ModuleType("stitch_verify_static")
+        text = _read(self.candidate_path)
+        # Module-level string constants only: the rest of the file needs torch to run.
+        import ast
+
+        tree = ast.parse(text)
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        setattr(namespace, target.id, node.value.value)
+        static_fastcuda_builds(namespace, self.candidate_path)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+def _empty_correctness() -> CorrectnessReport:
+    return CorrectnessReport(passed=False, atol=0.0, rtol=0.0)
+
+
+def _empty_timing() -> TimingReport:
+    return TimingReport()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m stitch_lsp.verify.worker REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    request = VerifyRequest.model_validate_json(Path(args[0]).read_text())
+    worker = Worker(request, Path(args[1]))
+    worker.save()
+    worker.run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: a candidate's broken CUDA context can hang in destructors.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

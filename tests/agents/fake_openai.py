@@ -1,0 +1,131 @@
+"""A loopback OpenAI-compatible chat endpoint that replays scripted replies (127.0.0.1 only).
+
+Requests are routed by their system prompt: the Planner's, the rubric judge's, and the Coder's
+each have their own script. Every request is recorded for assertions. A scripted step is a reply
+text, or a `Fail` that answers with an HTTP status, hangs past the client's timeout, or cuts the
+reply at max tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MAX_BODY = 4 * 2**20
+
+
+@dataclass
+class Fail:
+    status: int = 500
+    hang_s: float = 0.0
+    truncated: bool = False
+    text: str = "server error"
+
+
+Step = str | Fail
+
+
+@dataclass
+class Script:
+    coder: deque[Step] = field(default_factory=deque)
+    planner: deque[Step] = field(default_factory=deque)
+    judge: deque[Step] = field(default_factory=deque)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def role_of(self, body: dict[str, Any]) -> str:
+        system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
+        if "You are the Planner" in system:
+            return "planner"
+        if "You grade CUDA" in system:
+            return "judge"
+        return "coder"
+
+    def prompts(self, role: str) -> list[str]:
+        """The user messages the endpoint received for `role`, in order."""
+        return [
+            next(m["content"] for m in r["messages"] if m["role"] == "user")
+            for r in self.requests
+            if self.role_of(r) == role
+        ]
+
+
+class FakeOpenAI:
+    def __init__(self) -> None:
+        self.script = Script()
+        script = self.script
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if not self.path.endswith("/chat/completions") or length > MAX_BODY:
+                    self._send(404, {"error": {"message": "not found"}})
+                    return
+                body = json.loads(self.rfile.read(length))
+                script.requests.append(body)
+                role = script.role_of(body)
+                queue: deque[Step] = getattr(script, role)
+                step: Step
+                if queue:
+                    step = queue.popleft()
+                elif role == "coder":
+                    step = Fail(500, text="the test script has no more coder replies")
+                else:
+                    step = "{}"  # planner/judge: an empty JSON object changes nothing
+                if isinstance(step, Fail):
+                    if step.hang_s:
+                        time.sleep(step.hang_s)
+                    if not step.truncated:
+                        self._send(step.status, {"error": {"message": step.text}})
+                        return
+                    self._send(200, _completion(body, step.text, "length"))
+                    return
+                self._send(200, _completion(body, step, "stop"))
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def _completion(body: dict[str, Any], text: str, finish: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "test-model"),
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+    }

@@ -1,0 +1,31 @@
+"""Shared helpers: write a problem, generate its candidate in-process, import both."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+from stitch_lsp.models.codegen import BuiltinCandidate
+
+
+def write_problem(folder: Path, name: str, source: str) -> Path:
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    return path
+
+
+def generate_for(path: Path) -> BuiltinCandidate:
+    from stitch_lsp.agents.builtin.generate import generate
+
+    return generate(path, path.name)
+
+
+def import_path(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,130 @@
+"""The partitioner and index math, on hand-built IR graphs (no torch needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stitch_lsp.agents.builtin.codegen import bcast_offset
+from stitch_lsp.agents.builtin.ir import Const, Graph, Unsupported, Use
+from stitch_lsp.agents.builtin.partition import layout_of, partition
+
+
+def _linear_graph() -> tuple[Graph, Use]:
+    g = Graph()
+    x = g.add_leaf("input", "x", (8, 16))
+    w = g.add_leaf("param", "self.fc.weight", (32, 16))
+    mm = g.add("gemm", "gemm", [Use(x.vid, (8, 16)), Use(w.vid, (16, 32), True)], (8, 32))
+    return g, Use(mm.vid, (8, 32))
+
+
+def test_gemm_then_elementwise_chain_is_one_kernel() -> None:
+    g, y = _linear_graph()
+    b = g.add_leaf("param", "self.fc.bias", (32,))
+    a = g.add("ew", "add", [y, Use(b.vid, (32,))], (8, 32))
+    r = g.add("ew", "relu", [Use(a.vid, (8, 32))], (8, 32))
+    m = g.add("ew", "mul", [Use(r.vid, (8, 32)), Const(0.5)], (8, 32))
+    g.outputs.append(Use(m.vid, (8, 32)))
+    groups = partition(g)
+    assert [gr.kind for gr in groups] == ["gemm", "pointwise"]
+    assert [n.fn for n in groups[1].nodes] == ["add", "relu", "mul"]
+    assert groups[0].outputs == [y.vid]  # the GEMM result is read by the kernel
+    assert groups[1].outputs == [m.vid]  # intermediates stay in registers
+
+
+def test_softmax_is_one_reduction_group() -> None:
+    g, y = _linear_graph()
+    mx = g.add("reduce", "softmax", [y], (8, 1), axes=(1,), field="max")
+    se = g.add("reduce", "softmax", [y], (8, 1), axes=(1,), field="sumexp")
+    sh = g.add("ew", "sub", [y, Use(mx.vid, (8, 1))], (8, 32))
+    ex = g.add("ew", "exp", [Use(sh.vid, (8, 32))], (8, 32))
+    out = g.add("ew", "div", [Use(ex.vid, (8, 32)), Use(se.vid, (8, 1))], (8, 32))
+    g.outputs.append(Use(out.vid, (8, 32)))
+    groups = partition(g)
+    assert [gr.kind for gr in groups] == ["gemm", "reduction"]
+    red = groups[1]
+    assert red.layout is not None and red.layout.describe() == "row 8x32"
+    assert red.passes == 1
+    assert red.space[out.vid] == "full" and red.space[mx.vid] == "red"
+
+
+def test_reduced_value_then_scalar_math_stays_in_group() -> None:
+    g, y = _linear_graph()
+    s = g.add("reduce", "sum", [y], (8, 1), axes=(1,), field="sum")
+    m = g.add("ew", "mul", [Use(s.vid, (8, 1)), Const(1.5)], (8, 1))
+    g.outputs.append(Use(m.vid, (8, 1)))
+    groups = partition(g)
+    assert len(groups) == 2
+    assert groups[1].space[m.vid] == "red"
+    assert groups[1].outputs == [m.vid]
+
+
+def test_second_reduction_with_another_layout_starts_a_new_group() -> None:
+    g = Graph()
+    x = g.add_leaf("input", "x", (2, 6, 5, 7))
+    mn = g.add("reduce", "min", [Use(x.vid, (2, 6, 5, 7))], (2, 6, 1, 7), axes=(2,), field="min")
+    v = Use(mn.vid, (2, 6, 7))
+    sm = g.add("reduce", "sum", [v], (2, 1, 7), axes=(1,), field="sum")
+    g.outputs.append(Use(sm.vid, (2, 7)))
+    groups = partition(g)
+    assert [gr.kind for gr in groups] == ["reduction", "reduction"]
+    assert groups[0].outputs == [mn.vid]  # materialised for the next group
+    assert groups[0].layout is not None and groups[0].layout.kind == "tile"
+
+
+def test_two_level_reduction_needs_two_passes() -> None:
+    g = Graph()
+    x = g.add_leaf("input", "x", (4, 10))
+    xu = Use(x.vid, (4, 10))
+    mean = g.add("reduce", "sum", [xu], (4, 1), axes=(1,), field="sum")
+    c = g.add("ew", "sub", [xu, Use(mean.vid, (4, 1))], (4, 10))
+    sq = g.add("ew", "square", [Use(c.vid, (4, 10))], (4, 10))
+    var = g.add("reduce", "sum", [Use(sq.vid, (4, 10))], (4, 1), axes=(1,), field="sum")
+    g.outputs.append(Use(var.vid, (4, 1)))
+    (grp,) = partition(g)
+    assert grp.passes == 2
+
+
+def test_elementwise_of_another_size_splits() -> None:
+    g = Graph()
+    x = g.add_leaf("input", "x", (4, 10))
+    a = g.add("ew", "relu", [Use(x.vid, (4, 10))], (4, 10))
+    p = g.add_leaf("param", "self.p", (3,))
+    b = g.add("ew", "mul", [Use(p.vid, (3,)), Const(2.0)], (3,))
+    g.outputs += [Use(a.vid, (4, 10)), Use(b.vid, (3,))]
+    groups = partition(g)
+    assert len(groups) == 2
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "kind", "dims"),
+    [
+        ((8, 32), (1,), "row", (8, 32, 1)),
+        ((2, 3, 4, 5), (2, 3), "row", (6, 20, 1)),
+        ((64, 70), (0,), "tile", (1, 64, 70)),
+        ((2, 6, 5, 7), (2,), "tile", (12, 5, 7)),
+        ((5, 6, 9, 10), (0, 2, 3), "chan", (5, 6, 90)),
+        ((1, 6, 1, 7), (3,), "row", (6, 7, 1)),
+        ((20,), (0,), "row", (1, 20, 1)),
+    ],
+)
+def test_layouts(shape, axes, kind, dims) -> None:  # type: ignore[no-untyped-def]
+    lay = layout_of(shape, axes)
+    assert (lay.kind, lay.dims) == (kind, dims)
+
+
+def test_unsupported_layout() -> None:
+    with pytest.raises(Unsupported):
+        layout_of((2, 3, 4, 5), (0, 2))  # R K R K
+    with pytest.raises(Unsupported):
+        layout_of((1, 4, 1), (0, 2))  # only size-1 dims reduced
+
+
+def test_broadcast_offsets() -> None:
+    assert bcast_offset("f", (8, 32), (8, 32)) == ("f", True)
+    assert bcast_offset("f", (8, 32), (32,)) == ("(f % 32)", False)
+    assert bcast_offset("f", (4, 6, 5, 5), (6, 1, 1)) == ("((f / 25) % 6)", False)
+    assert bcast_offset("f", (4, 6, 5, 5), (4, 1, 1, 1)) == ("(f / 150)", False)
+    assert bcast_offset("f", (8, 32), (1,)) == ("0", False)
+    assert bcast_offset("f", (4, 6, 5), (4, 1, 5)) == ("(f / 30) * 5 + (f % 5)", False)
+    with pytest.raises(Unsupported):
+        bcast_offset("f", (8, 32), (16,))

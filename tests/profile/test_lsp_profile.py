@@ -1,0 +1,179 @@
+"""End to end through the real server: `stitch.showProfile` puts a real report's findings on the
+right lines of a `.cu` file and of a Python file holding the CUDA in a string; edits hide them,
+undo brings them back; hover and code lens summarise the kernel. No GPU needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pytest_lsp")
+
+from lsprotocol import types as lsp
+
+from tests.server.lsp_client import (
+    StitchClient,
+    _plain,
+    edit,
+    initialize,
+    open_file,
+    wait_for_diagnostics,
+    wait_until,
+)
+
+PY_MODEL = '''import torch
+from torch.utils.cpp_extension import load_inline
+
+src = r"""
+#include <torch/extension.h>
+__global__ void relu_bias(const float* x, const float* b, float* y, int n, int c){
+  int i = blockIdx.x*blockDim.x+threadIdx.x;
+  if(i<n){ float v = x[i] + b[i % c]; y[i] = v>0.f? v:0.f; }
+}
+torch::Tensor fused(torch::Tensor x, torch::Tensor b){
+  auto y = torch::empty_like(x); int n = x.numel(); int c = b.numel();
+  relu_bias<<<(n+255)/256,256>>>(
+    x.data_ptr<float>(), b.data_ptr<float>(), y.data_ptr<float>(), n, c);
+  return y;
+}
+"""
+'''
+PY_KERNEL_LINE = 6  # 1-based: `__global__ void relu_bias(` in PY_MODEL
+PY_BODY_LINE = 8  # `if(i<n){ ... }`: the report's cuda.cu line 8 (load_inline adds 3 lines)
+
+
+def ncu_lines(diags: list[lsp.Diagnostic]) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for d in diags:
+        if d.source == "ncu":
+            out.setdefault(d.range.start.line + 1, set()).add(str(d.code))
+    return out
+
+
+async def show(client: StitchClient, uri: str, report: Path, **extra) -> dict:
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(
+            command="stitch.showProfile", arguments=[{"uri": uri, "report": str(report), **extra}]
+        )
+    )
+    return _plain(result)
+
+
+@pytest.fixture
+def report(ncu_fixture_dir: Path) -> Path:
+    return ncu_fixture_dir / "relu_bias_full.ncu-rep"
+
+
+async def test_python_string_lines(client: StitchClient, tmp_path: Path, report: Path) -> None:
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "model.py", PY_MODEL)
+    await wait_for_diagnostics(client, uri, version=1)
+    result = await show(client, uri, report)
+    assert result["ok"] and uri in result["documents"], result
+    await wait_until(lambda: ncu_lines(client.diagnostics.get(uri, [])), 10)
+    lines = ncu_lines(client.diagnostics[uri])
+    # Rule results sit on the kernel's signature, markers and hot spots on the body line.
+    assert {"SOLBottleneck", "AchievedOccupancy", "CPIStall"} <= lines[PY_KERNEL_LINE]
+    assert {"CPIStall", "FPInstructions", "SourceCounters"} <= lines[PY_BODY_LINE]
+    assert set(lines) == {PY_KERNEL_LINE, PY_BODY_LINE}
+    d = next(d for d in client.diagnostics[uri] if d.code == "CPIStall" and d.range.start.line == 7)
+    assert d.severity == lsp.DiagnosticSeverity.Warning  # est. speedup 49% >= 10%
+    assert d.code_description and d.code_description.href.startswith(
+        "https://docs.nvidia.com/nsight-compute/ProfilingGuide/index.html#"
+    )
+    assert result["kernels"][0]["name"] == "relu_bias"
+    assert result["kernels"][0]["line"] == PY_KERNEL_LINE
+
+
+async def test_cu_file_lines_and_map(client: StitchClient, tmp_path: Path, report: Path) -> None:
+    """A .cu file elsewhere: the report's path does not exist here; --map-style mapping."""
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    body = PY_MODEL.split('r"""\n', 1)[1].split('"""')[0]
+    cu_text = "// relu with a bias, as a standalone file\n" + body
+    uri = await open_file(client, tmp_path / "kernels" / "relu_bias.cu", cu_text)
+    await wait_for_diagnostics(client, uri, version=1)
+    result = await show(
+        client, uri, report, map={"cuda.cu": str(tmp_path / "kernels/relu_bias.cu")}
+    )
+    assert result["ok"], result
+    await wait_until(lambda: ncu_lines(client.diagnostics.get(uri, [])), 10)
+    lines = ncu_lines(client.diagnostics[uri])
+    sig = (
+        cu_text.splitlines().index(next(ln for ln in cu_text.splitlines() if "__global__" in ln))
+        + 1
+    )
+    body_line = next(i for i, ln in enumerate(cu_text.splitlines(), 1) if "if(i<n)" in ln)
+    assert "SOLBottleneck" in lines[sig]
+    assert {"CPIStall", "FPInstructions"} <= lines[body_line]
+
+
+async def test_edit_hides_and_undo_restores(
+    client: StitchClient, tmp_path: Path, report: Path
+) -> None:
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "model.py", PY_MODEL)
+    await wait_for_diagnostics(client, uri, version=1)
+    await show(client, uri, report)
+    await wait_until(lambda: ncu_lines(client.diagnostics.get(uri, [])), 10)
+
+    edit(client, uri, 2, (0, 0), (0, 0), "# edited\n")
+    diags = await wait_for_diagnostics(client, uri, version=2)
+    assert not ncu_lines(diags), "findings of an older version must not stay on moved lines"
+    lenses = _plain(await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    ))  # fmt: skip
+    assert any("stale" in (x["command"]["title"]) for x in lenses)
+
+    edit(client, uri, 3, (0, 0), (1, 0), "")  # back to the profiled text
+    diags = await wait_for_diagnostics(client, uri, version=3)
+    assert PY_BODY_LINE in ncu_lines(diags)
+
+
+async def test_hover_and_code_lens(client: StitchClient, tmp_path: Path, report: Path) -> None:
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "model.py", PY_MODEL)
+    await wait_for_diagnostics(client, uri, version=1)
+    await show(client, uri, report)
+    await wait_until(lambda: ncu_lines(client.diagnostics.get(uri, [])), 10)
+
+    col = PY_MODEL.splitlines()[PY_KERNEL_LINE - 1].index("relu_bias") + 2
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=PY_KERNEL_LINE - 1, character=col),
+        )
+    )
+    assert hover is not None
+    text = hover.contents.value  # type: ignore[union-attr]
+    assert "ncu" in text and "56.26 µs" in text and "Bottleneck: latency" in text
+    assert "Occupancy 75% achieved of 100% theoretical" in text and "Hints" in text
+    launch_line = next(i for i, ln in enumerate(PY_MODEL.splitlines()) if "relu_bias<<<" in ln)
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=launch_line, character=4),
+        )
+    )
+    assert hover is not None and "Bottleneck: latency" in hover.contents.value  # type: ignore[union-attr]
+
+    lenses = _plain(await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    ))  # fmt: skip
+    titles = {x["range"]["start"]["line"]: x["command"]["title"] for x in lenses}
+    assert titles[PY_KERNEL_LINE - 1].startswith("ncu: 56.3 µs · latency-bound")
+
+
+async def test_profile_without_gpu_says_so(client: StitchClient, tmp_path: Path) -> None:
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "model.py", PY_MODEL)
+    await wait_for_diagnostics(client, uri, version=1)
+    result = _plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command="stitch.profile", arguments=[uri])
+        )
+    )
+    if result.get("ok"):
+        pytest.skip("this machine has a GPU and ncu")
+    assert "GPU" in result["error"] or "ncu" in result["error"], result

@@ -1,0 +1,4 @@
+# A candidate that never finishes importing.
+import time
+
+time.sleep(3600)

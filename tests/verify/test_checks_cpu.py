@@ -1,0 +1,137 @@
+"""The Verifier's pure parts on CPU tensors: comparison, exploit checks, source mapping, devices."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from stitch_lsp.verify.devices import DevicePool, visible_gpus
+from stitch_lsp.verify.source_map import SourceMap, definition_line
+
+torch = pytest.importorskip("torch")
+
+from stitch_lsp.verify import exploits  # noqa: E402
+from stitch_lsp.verify.correctness import compare, flatten, same_values, tolerance  # noqa: E402
+
+
+def test_compare_locates_first_mismatch_and_unwritten() -> None:
+    exp = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    act = exp.clone()
+    act[1, 2, 1] = 99.0
+    act[1, 2, 3] = float("nan")
+    res = compare(0, 0, exp, act, 1e-4, 1e-4)
+    assert not res.passed
+    assert res.first_mismatch == [1, 2, 1]
+    assert res.expected == 21.0 and res.actual == 99.0
+    assert res.mismatches == 2 and res.unwritten == 1
+    assert res.max_abs_error == float("inf")
+    assert "(1, 2, 1)" in res.message
+
+
+def test_compare_tolerances_and_shapes() -> None:
+    exp = torch.ones(8)
+    assert compare(0, 0, exp, exp + 5e-5, 1e-4, 1e-4).passed
+    assert not compare(0, 0, exp, exp + 5e-4, 1e-4, 1e-4).passed
+    assert "shape" in compare(0, 0, exp, torch.ones(9), 1e-4, 1e-4).message
+    assert tolerance(torch.float16) == 1e-2 and tolerance(torch.float32) == 1e-4
+    assert compare(0, 0, exp.half(), exp.half() + 5e-3, 1e-2, 1e-2).passed
+
+
+def test_flatten_and_same_values() -> None:
+    a, b = torch.ones(2), torch.zeros(3)
+    assert flatten((a, [b])) == [a, b]
+    x = torch.tensor([1.0, float("nan")])
+    assert same_values([x, 3], [x.clone(), 3])
+    assert not same_values([x], [torch.tensor([2.0, float("nan")])])
+
+
+def test_aliasing_of_input_is_flagged_unless_the_reference_aliases_too() -> None:
+    x = torch.randn(16)
+    found = exploits.check_aliasing([x[4:]], [torch.relu(x)], [x], [x.clone()])
+    assert [f.code for f in found] == ["stitch.exploit.alias-input"]
+    xr = torch.randn(16)
+    assert exploits.check_aliasing([x.view(4, 4)], [xr.view(4, 4)], [x], [xr]) == []
+    ref_out = torch.randn(4)
+    found = exploits.check_aliasing([ref_out], [ref_out], [x], [xr])
+    assert [f.code for f in found] == ["stitch.exploit.alias-reference"]
+
+
+def test_downcast_is_flagged_and_honest_fp32_is_not() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 256)
+    x = torch.randn(64, 256)
+    ref = model(x)
+    honest = (x.unsqueeze(1) * model.weight.unsqueeze(0)).sum(-1) + model.bias  # other order
+    assert exploits.check_downcast(model, [honest], [ref], [x]) == []
+    half = torch.nn.functional.linear(x.bfloat16(), model.weight.bfloat16(), model.bias.bfloat16())
+    found = exploits.check_downcast(model, [half.float()], [ref], [x])
+    assert [f.code for f in found] == ["stitch.exploit.precision-downcast"]
+
+
+def test_constant_output() -> None:
+    ref = torch.randn(10) * 1e-6
+    assert exploits.check_constant_output([torch.zeros(10)], [ref])[0].code.endswith(
+        "constant-output"
+    )
+    assert exploits.check_constant_output([ref.clone()], [ref]) == []
+
+
+def test_roofline_floor_and_its_guard() -> None:
+    floor = exploits.roofline_floor_ms(4_100_000_000, None, 4.1e12, 67e12)
+    assert floor == pytest.approx(1.0)
+    assert exploits.roofline_floor_ms(0, 67_000_000_000, 4.1e12, 67e12) == pytest.approx(1.0)
+    assert exploits.check_floor(0.5, 1.2, floor)[0].code == "stitch.exploit.faster-than-roofline"
+    assert exploits.check_floor(0.95, 1.2, floor) == []
+    assert exploits.check_floor(0.5, 0.6, floor) == []  # the reference beats it too: no bound
+
+
+def test_flop_count_of_a_linear() -> None:
+    model = torch.nn.Linear(64, 32)
+    assert exploits.count_flops(model, [torch.randn(8, 64)]) == 2 * 8 * 64 * 32
+
+
+def test_source_map_through_concatenated_literals() -> None:
+    doc = (
+        "HEADER = '''\n#include <x.h>\n'''\n"  # lines 1-3
+        "BODY = r'''\n__global__ void k() {\n  oops;\n}\n'''\n"  # lines 4-8
+        "SRC = HEADER + BODY\n"
+    )
+    compiled = "// prelude\n" + "\n#include <x.h>\n" + "\n__global__ void k() {\n  oops;\n}\n"
+    sm = SourceMap(doc, compiled)
+    line_of_oops = compiled.splitlines().index("  oops;") + 1
+    assert sm.to_document(line_of_oops) == 6
+    assert sm.to_document(compiled.splitlines().index("#include <x.h>") + 1) == 2
+    assert sm.to_document(1) is None
+    assert definition_line("x = 1\nclass ModelNew:\n    pass\n", "ModelNew") == 2
+
+
+def test_visible_gpus_respects_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert visible_gpus() == []
+
+
+def test_pool_runs_at_most_one_job_per_device() -> None:
+    pool = DevicePool(["cuda:0", "cuda:1"])
+    running: dict[str, int] = {"cuda:0": 0, "cuda:1": 0}
+    peak: dict[str, int] = {"cuda:0": 0, "cuda:1": 0}
+    lock = threading.Lock()
+
+    def job(i: int, device: str) -> tuple[int, str]:
+        with lock:
+            running[device] += 1
+            peak[device] = max(peak[device], running[device])
+        time.sleep(0.02)
+        with lock:
+            running[device] -= 1
+        return i, device
+
+    out = pool.map(job, range(12))
+    assert [i for i, _ in out] == list(range(12))
+    assert {d for _, d in out} == {"cuda:0", "cuda:1"}
+    assert peak == {"cuda:0": 1, "cuda:1": 1}
+    with pytest.raises(RuntimeError, match="no CUDA GPU"), DevicePool([]).acquire():
+        pass
