@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import statistics
 import sys
@@ -27,7 +28,7 @@ from pygls.lsp.client import LanguageClient
 
 SERVER = [sys.executable, "-m", "stitch_lsp", "serve"]
 
-CUDA_BLOCK = r'''
+CUDA_BLOCK = r"""
 __global__ void {name}_kernel(const float* __restrict__ x, const float* __restrict__ b,
                               float* __restrict__ y, int64_t n, int64_t cols) {{
     __shared__ float tile[256];
@@ -54,7 +55,7 @@ torch::Tensor {name}(torch::Tensor x, torch::Tensor b) {{
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return y;
 }}
-'''
+"""
 
 MODULE_BLOCK = '''
 
@@ -89,7 +90,7 @@ def make_source(target_lines: int = 3000, n_strings: int = 6) -> str:
         )
         parts.append(
             f'cuda_src{e} = r"""\n#include <torch/extension.h>\n'
-            f"#include <ATen/cuda/CUDAContext.h>\n{kernels}\"\"\"\n"
+            f'#include <ATen/cuda/CUDAContext.h>\n{kernels}"""\n'
         )
         decls = "\n".join(
             f"torch::Tensor {f'fused{e}' if k == 0 else f'fused{e}_{k}'}"
@@ -167,8 +168,16 @@ CAPS = lsp.ClientCapabilities(
 )
 
 
-async def start(root: Path) -> tuple[BenchClient, float, float]:
-    """Spawn the server and initialize it; returns (client, spawn->answer s, request RTT s)."""
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def start(root: Path) -> tuple[BenchClient, float, float, float]:
+    """Spawn the server and initialize it.
+
+    Returns (client, spawn -> answer s, request round trip s, server CPU s until the answer)."""
     client = BenchClient()
     t0 = time.perf_counter()
     await client.start_io(*SERVER)
@@ -181,8 +190,10 @@ async def start(root: Path) -> tuple[BenchClient, float, float]:
         )
     )
     t2 = time.perf_counter()
+    assert client._server is not None
+    cpu = process_cpu_s(client._server.pid)
     client.initialized(lsp.InitializedParams())
-    return client, t2 - t0, t2 - t1
+    return client, t2 - t0, t2 - t1, cpu
 
 
 async def stop(client: BenchClient) -> None:
@@ -216,23 +227,24 @@ async def main_async(runs: int, starts: int) -> dict[str, Any]:
     results: dict[str, Any] = {"file_lines": source.count("\n"), "file_bytes": len(source)}
 
     # (a) cold starts
-    cold, rtt = [], []
+    cold, rtt, cpu = [], [], []
     for _ in range(starts):
-        client, total, req = await start(root)
+        client, total, req, cpu_s = await start(root)
         cold.append(total * 1000)
         rtt.append(req * 1000)
+        cpu.append(cpu_s * 1000)
         info = await debug_info(client)
         assert info.torchImported is False, "the server imported torch"
         await stop(client)
     results["initialize_cold_ms"] = summary(cold)
     results["initialize_request_ms"] = summary(rtt)
+    results["initialize_server_cpu_ms"] = summary(cpu)
 
-    client, _, _ = await start(root)
+    client, _, _, _ = await start(root)
     await asyncio.sleep(0.5)  # let `initialized` finish (settings pull, warm-up)
 
     # (b) didOpen -> publishDiagnostics, a fresh document each time
-    open_ms, open_analysis_ms = [], []
-    n_diags = None
+    open_ms, open_analysis_ms, open_cpu_ms, open_publish_ms = [], [], [], []
     for i in range(runs):
         uri = (root / f"big_{i}.py").as_uri()
         fut = client.expect(uri, 1)
@@ -249,18 +261,24 @@ async def main_async(runs: int, starts: int) -> dict[str, Any]:
         info = await debug_info(client)
         doc = next(d for d in info.documents if d.uri == uri)
         open_analysis_ms.append(doc.analysisMs)
+        open_cpu_ms.append(doc.analysisCpuMs)
+        open_publish_ms.append(doc.publishMs)
         client.text_document_did_close(
             lsp.DidCloseTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
         )
     results["open_to_diagnostics_ms"] = summary(open_ms)
     results["open_server_analysis_ms"] = summary(open_analysis_ms)
+    results["open_server_analysis_cpu_ms"] = summary(open_cpu_ms)
+    results["open_server_publish_ms"] = summary(open_publish_ms)
 
     # (c) one-line edits in one open document
     uri = (root / "edited.py").as_uri()
     fut = client.expect(uri, 1)
     client.text_document_did_open(
         lsp.DidOpenTextDocumentParams(
-            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=source)
+            text_document=lsp.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=source
+            )
         )
     )
     await asyncio.wait_for(fut, 30)
@@ -268,7 +286,10 @@ async def main_async(runs: int, starts: int) -> dict[str, Any]:
     # Edit lines in module bodies (self.scale = ...) and inside a CUDA string (the scale factor).
     py_lines = [i for i, s in enumerate(lines) if s.strip().startswith("self.scale =")]
     cu_lines = [i for i, s in enumerate(lines) if "y[i] = v *" in s]
-    edit_e2e, edit_analysis = {"python": [], "cuda": []}, {"python": [], "cuda": []}
+    edit_e2e: dict[str, list[float]] = {"python": [], "cuda": []}
+    edit_analysis: dict[str, list[float]] = {"python": [], "cuda": []}
+    edit_publish: dict[str, list[float]] = {"python": [], "cuda": []}
+    edit_cpu: dict[str, list[float]] = {"python": [], "cuda": []}
     version = 1
     for r in range(runs * 2):
         kind = "python" if r % 2 == 0 else "cuda"
@@ -300,12 +321,15 @@ async def main_async(runs: int, starts: int) -> dict[str, Any]:
         doc = next(d for d in info.documents if d.uri == uri)
         assert doc.version == version
         edit_analysis[kind].append(doc.analysisMs)
+        edit_cpu[kind].append(doc.analysisCpuMs)
+        edit_publish[kind].append(doc.publishMs)
     for kind in ("python", "cuda"):
         results[f"edit_{kind}_server_analysis_ms"] = summary(edit_analysis[kind])
+        results[f"edit_{kind}_server_analysis_cpu_ms"] = summary(edit_cpu[kind])
+        results[f"edit_{kind}_server_publish_ms"] = summary(edit_publish[kind])
         results[f"edit_{kind}_to_diagnostics_ms"] = summary(edit_e2e[kind])
     info = await debug_info(client)
     results["torch_imported"] = info.torchImported
-    results["diagnostics_in_file"] = n_diags
     await stop(client)
     return results
 
@@ -317,7 +341,10 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     results = asyncio.run(main_async(args.runs, args.starts))
-    results["machine"] = f"{platform.machine()}, {platform.python_version()}"
+    results["machine"] = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -59,6 +59,11 @@ export const PROBE_TIMEOUT_MS = 30_000;
 export const RESTART_DELAY_MS = 500;
 export const INSTALL_TIMEOUT_MS = 600_000;
 
+/** When-clause key that is true while the server offers `name` (shows its palette command). */
+export function commandContextKey(name: ServerCommandName): string {
+  return `stitch.server.${name}`;
+}
+
 /** Every command the extension contributes and registers. */
 export const CLIENT_COMMANDS: readonly string[] = [
   ...Object.keys(PALETTE_COMMANDS),
@@ -111,6 +116,8 @@ export interface Host {
   home: string;
   log(line: string): void;
   showStatus(view: StatusView): void;
+  /** Sets a when-clause context key (VS Code's `setContext`). */
+  setContext(key: string, value: boolean): void;
   ui: Ui;
 }
 
@@ -155,15 +162,6 @@ export class ServerController {
     private readonly restartDelayMs: number = RESTART_DELAY_MS,
   ) {}
 
-  /** The interpreter of the running (or last started) server. */
-  get currentInterpreter(): Interpreter | undefined {
-    return this.interpreter;
-  }
-
-  get running(): boolean {
-    return this.client !== undefined && this.status.phase === "ready";
-  }
-
   start(): Promise<void> {
     return this.enqueue(() => this.doStart());
   }
@@ -200,11 +198,6 @@ export class ServerController {
    * the running GPU job ends so that the job is not killed.
    */
   requestRestart(reason: string): Promise<void> {
-    if (this.status.busy) {
-      this.pendingRestart = reason;
-      this.host.log(`${reason}: the server will restart when the running job ends.`);
-      return Promise.resolve();
-    }
     const previous = this.delayedRestart;
     let fire!: () => void;
     const done = new Promise<void>((resolve) => {
@@ -448,6 +441,7 @@ export class ServerController {
       await client.start();
     } catch (err) {
       this.client = undefined;
+      void client.stop().catch(() => undefined);
       const detail = `The stitch-lsp server did not start: ${message(err)}`;
       host.log(detail);
       this.setPhase("failed", detail);
@@ -457,11 +451,20 @@ export class ServerController {
     this.setPhase("ready");
     const offered = advertisedCommands(client.capabilities());
     host.log(`Server commands: ${offered.length > 0 ? offered.join(", ") : "none"}.`);
+    this.publishCommands(offered);
+  }
+
+  /** Palette commands show only while the server offers what they run. */
+  private publishCommands(offered: string[]): void {
+    for (const [name, id] of Object.entries(SERVER_COMMANDS) as [ServerCommandName, string][]) {
+      this.host.setContext(commandContextKey(name), offered.includes(id));
+    }
   }
 
   private async doStop(phase: ServerPhase): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.publishCommands([]);
     if (client !== undefined) {
       this.stopping = true;
       try {

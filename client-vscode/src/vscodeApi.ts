@@ -100,6 +100,10 @@ export class VscodeHost implements Host {
     this.output.appendLine(`[client] ${line}`);
   }
 
+  setContext(key: string, value: boolean): void {
+    void vscode.commands.executeCommand("setContext", key, value);
+  }
+
   showStatus(view: StatusView): void {
     this.statusItem.text = view.text;
     this.statusItem.tooltip = view.tooltip;
@@ -146,7 +150,8 @@ export function languageClientFactory(output: vscode.OutputChannel): (spec: Clie
     const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
     return {
       start: () => client.start(),
-      stop: () => client.stop(),
+      // A client is never started twice: dispose also drops its listeners and stops auto-restarts.
+      stop: () => client.dispose(),
       capabilities: () => client.initializeResult?.capabilities as ServerCapabilitiesLike | undefined,
       sendRequest: (method, params) => client.sendRequest(method, params) as Promise<unknown>,
       onStatus: (listener) => {

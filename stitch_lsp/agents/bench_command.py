@@ -1,4 +1,4 @@
-"""`stitch-lsp bench DIR`: coverage, correctness and speedups of a coder over KernelBench problems."""
+"""`stitch-lsp bench DIR`: coverage, correctness and speedups of a coder on KernelBench."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ class ChatClient:
             if self.cancel.is_set():
                 raise EndpointError("cancelled", "cancelled")
             try:
-                return self._once(messages)
+                return self._interruptible(messages)
             except EndpointError as exc:
                 if exc.kind not in {"unreachable", "timeout", "http"} or _is_client_error(exc):
                     raise
@@ -83,6 +83,27 @@ class ChatClient:
                 raise EndpointError("cancelled", "cancelled")
         assert last is not None
         raise EndpointError(last.kind, f"{last} (after {self.retries + 1} tries)")
+
+    def _interruptible(self, messages: list[dict[str, str]]) -> ChatReply:
+        """Run the request in a daemon thread so a cancel returns at once, not at the timeout."""
+        box: dict[str, object] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["reply"] = self._once(messages)
+            except BaseException as exc:
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="stitch-llm-request", daemon=True).start()
+        while not done.wait(0.1):
+            if self.cancel.is_set():
+                raise EndpointError("cancelled", "cancelled")
+        if "error" in box:
+            raise box["error"]  # type: ignore[misc]
+        return box["reply"]  # type: ignore[return-value]
 
     def _once(self, messages: list[dict[str, str]]) -> ChatReply:
         s = self.settings

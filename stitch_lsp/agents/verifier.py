@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from stitch_lsp.config import Settings
@@ -125,11 +126,19 @@ class StitchVerifier:
     """Static checks + `stitch_lsp.verify.verify` + ncu, as one `Verifier` for the loop."""
 
     def __init__(
-        self, settings: Settings, *, device: str | None = None, profile: bool = True
+        self,
+        settings: Settings,
+        *,
+        device: str | None = None,
+        profile: bool = True,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.device = device
         self.profile = profile
+        self.progress = progress or (lambda _msg: None)
+        #: profile passing candidates slower than this (the loop raises it for an optimize run)
+        self.target = settings.target_speedup
 
     def __call__(
         self, reference: Path, candidate: str, *, compile_only: bool, cancel: threading.Event
@@ -155,9 +164,10 @@ class StitchVerifier:
             if (
                 self.profile
                 and verdict.status == "passed"
-                and speed < self.settings.target_speedup
+                and speed < self.target
                 and not cancel.is_set()
             ):
+                self.progress("Profiling")
                 verdict.profile_summary, verdict.profile_hints = profile_candidate(
                     path, self.settings
                 )

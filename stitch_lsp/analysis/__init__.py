@@ -17,6 +17,7 @@ Usage (the server and the `check` command build on exactly this)::
     result.load_inline_calls # load_inline / cpp_extension.load / load_cuda calls
     result.get_inputs, result.get_init_inputs   # FunctionInfo or None
     symbol_at(result, line, char)   # LaunchInfo | KernelInfo | ModuleInfo | None (for hover)
+    warm_up()                       # compile all queries now (CUDA's take ~0.3 s), e.g. at startup
     check_paths([Path(...)])        # CheckReport, as `stitch-lsp check` prints it
 
 Coordinates: every range in an Analysis is 0-based `(start_line, start_char, end_line,
@@ -35,6 +36,7 @@ from stitch_lsp.analysis.analyzer import analyze
 from stitch_lsp.analysis.check import check_document, check_paths, iter_source_files
 from stitch_lsp.analysis.document import Document
 from stitch_lsp.analysis.embedded import EmbeddedCuda
+from stitch_lsp.analysis.grammars import warm_up
 from stitch_lsp.analysis.model import (
     Analysis,
     FunctionInfo,
@@ -64,6 +66,7 @@ __all__ = [
     "check_paths",
     "iter_source_files",
     "symbol_at",
+    "warm_up",
 ]
 
 

@@ -263,7 +263,47 @@ def _error_checked(launch: Node) -> bool:
     return False
 
 
-def extract(root: Node) -> CudaFacts:
+_DEFINITION_DEPTH = 6
+_CALL_HINTS = (b"__syncthreads", b"__syncwarp", b"cublas", b"cudnn", b"cudaStreamCreate")
+
+
+def _enclosing(root: Node, offsets: list[int], kind: str) -> list[Node]:
+    """The innermost `kind` node around each offset, without duplicates, in source order."""
+    found: dict[int, Node] = {}
+    for offset in offsets:
+        node: Node | None = root.descendant_for_byte_range(offset, offset + 1)
+        while node is not None and node.type != kind:
+            node = node.parent
+        if node is not None:
+            found.setdefault(node.start_byte, node)
+    return [found[k] for k in sorted(found)]
+
+
+def _referenced(root: Node, data: bytes, names: set[str]) -> set[str]:
+    """Kernel names used as a value somewhere (cudaLaunchKernel(k, ...), &k, a function pointer),
+    not counting their own definitions and declarations."""
+    out: set[str] = set()
+    for name in names:
+        raw = name.encode()
+        for at in grammars.find_all(data, (raw,)):
+            node = root.descendant_for_byte_range(at, at + len(raw))
+            if node is None or node.type != "identifier" or node.start_byte != at:
+                continue
+            if node.end_byte != at + len(raw):
+                continue
+            parent = node.parent
+            if parent is None or parent.type == "function_declarator":
+                continue
+            if parent.type == "call_expression" and any(
+                c.type == "kernel_call_syntax" for c in parent.children
+            ):
+                continue  # a launch: counted as a launch already
+            out.add(name)
+            break
+    return out
+
+
+def extract(root: Node, data: bytes) -> CudaFacts:
     """All facts of one parsed CUDA/C++ translation unit."""
     facts = CudaFacts()
     err = first_error(root)
@@ -271,7 +311,9 @@ def extract(root: Node) -> CudaFacts:
         facts.parse_error = _span(err)
     evaluator = _IntEval(root)
 
-    for _, cap in grammars.matches("cuda", "functions", root):
+    # Function definitions sit near the top of the tree (namespaces, extern "C", templates,
+    # struct members); not descending into function bodies keeps the query cheap.
+    for _, cap in grammars.matches("cuda", "functions", root, max_start_depth=_DEFINITION_DEPTH):
         fn, declarator = cap["function"][0], cap["declarator"][0]
         name_node = _function_name(declarator)
         if name_node is None:
@@ -295,7 +337,11 @@ def extract(root: Node) -> CudaFacts:
         )
     facts.functions.sort(key=lambda f: f.span[0])
 
-    for _, cap in grammars.matches("cuda", "launches", root):
+    # Launches and the facts below are found from a byte search, then confirmed by the queries
+    # on the few nodes found: a full-tree query costs milliseconds on a large source.
+    launch_calls = _enclosing(root, grammars.find_all(data, (b"<<<",)), "call_expression")
+    matched = [m for call in launch_calls for m in grammars.matches("cuda", "launches", call, 0)]
+    for _, cap in matched:
         launch = cap["launch"][0]
         name = _last_name(cap["kernel"][0])
         config = [c for c in cap["config"][0].named_children if c.type != "comment"]
@@ -317,10 +363,14 @@ def extract(root: Node) -> CudaFacts:
         )
     facts.launches.sort(key=lambda launch: launch.span[0])
 
-    found = grammars.captures("cuda", "facts", root)
+    shared_decls = _enclosing(root, grammars.find_all(data, (b"__shared__",)), "declaration")
+    fact_calls = _enclosing(root, grammars.find_all(data, _CALL_HINTS), "call_expression")
+    found = grammars.captures_in("cuda", "facts", shared_decls + fact_calls, max_start_depth=0)
     shared = found.get("shared", [])
     calls = list(zip(found.get("call", []), found.get("call.name", []), strict=False))
-    facts.referenced = {text(n) for n in found.get("value", [])}
+    facts.referenced = _referenced(
+        root, data, {f.name for f in facts.functions if f.kind == "kernel"}
+    )
 
     by_body = [(f.body_span, f) for f in facts.functions]
 
@@ -359,4 +409,4 @@ def extract(root: Node) -> CudaFacts:
 def facts_of_source(data: bytes) -> CudaFacts:
     """Parse and extract a CUDA source given as bytes; cached by content (CUDA strings)."""
     tree = grammars.parser("cuda").parse(data)
-    return extract(tree.root_node)
+    return extract(tree.root_node, data)

@@ -51,9 +51,23 @@ def query(name: LanguageName, file: str) -> Query:
     return Query(language(name), path.read_text(encoding="utf-8"))
 
 
-def captures(name: LanguageName, file: str, node: Node) -> dict[str, list[Node]]:
+def warm_up() -> None:
+    """Compile every query now. The CUDA queries take a few hundred milliseconds to compile;
+    a server calls this at start-up (in a thread) so the first didOpen does not pay for it."""
+    root = grammars_dir()
+    for name in ("python", "cuda"):
+        for scm in sorted((root / name).glob("*.scm")):
+            query(name, scm.stem)  # type: ignore[arg-type]
+
+
+def captures(
+    name: LanguageName, file: str, node: Node, max_start_depth: int | None = None
+) -> dict[str, list[Node]]:
     """Captures of one query file under `node`, each list in document order."""
-    found = QueryCursor(query(name, file)).captures(node)
+    cursor = QueryCursor(query(name, file))
+    if max_start_depth is not None:
+        cursor.set_max_start_depth(max_start_depth)
+    found = cursor.captures(node)
     for nodes in found.values():
         nodes.sort(key=lambda n: n.start_byte)
     return found
@@ -99,10 +113,12 @@ def statements_at(root: Node, offsets: list[int]) -> list[Node]:
     return [found[k] for k in sorted(found)]
 
 
-def captures_in(name: LanguageName, file: str, nodes: list[Node]) -> dict[str, list[Node]]:
+def captures_in(
+    name: LanguageName, file: str, nodes: list[Node], max_start_depth: int | None = None
+) -> dict[str, list[Node]]:
     """`captures` over several subtrees, merged."""
     merged: dict[str, list[Node]] = {}
     for node in nodes:
-        for key, found in captures(name, file, node).items():
+        for key, found in captures(name, file, node, max_start_depth).items():
             merged.setdefault(key, []).extend(found)
     return merged

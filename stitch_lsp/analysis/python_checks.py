@@ -20,55 +20,9 @@ from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.diag import Diag, Range
 from stitch_lsp.analysis.python_facts import PyClass, PyFacts, param_names
 from stitch_lsp.analysis.syntax import text
+from stitch_lsp.analysis.torch_ops import classify_call, is_handle_use
 from stitch_lsp.models.findings import Severity
 
-
-def _words(block: str) -> frozenset[str]:
-    return frozenset(block.split())
-
-
-# Operators that cuBLAS/cuDNN do well; keeping them in PyTorch is honest but not covered.
-HEAVY_OPS = _words(
-    """
-    matmul mm bmm addmm addbmm baddbmm addmv mv einsum tensordot linear bilinear conv1d conv2d
-    conv3d conv_transpose1d conv_transpose2d conv_transpose3d conv_tbc
-    scaled_dot_product_attention multi_head_attention_forward lstm gru rnn_tanh rnn_relu
-    """
-)
-# Elementwise, reduction, normalisation and pooling operators: the work a fused kernel does.
-LIGHT_OPS = _words(
-    """
-    relu relu_ relu6 gelu silu sigmoid tanh softmax log_softmax softmin softplus softsign mish
-    hardtanh hardswish hardsigmoid leaky_relu elu selu celu prelu rrelu glu logsigmoid
-    tanhshrink threshold dropout dropout1d dropout2d dropout3d alpha_dropout layer_norm
-    group_norm batch_norm instance_norm rms_norm local_response_norm normalize sum mean amax
-    amin argmax argmin prod std var norm logsumexp cumsum cumprod exp exp2 log log2 log10 log1p
-    expm1 sqrt rsqrt pow abs neg clamp clamp_min clamp_max clip where add sub mul div
-    true_divide floor_divide remainder fmod maximum minimum erf erfc sin cos square reciprocal
-    sign floor ceil round trunc sort topk max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d
-    avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d
-    adaptive_max_pool2d adaptive_max_pool3d lp_pool2d interpolate upsample cross_entropy
-    mse_loss l1_loss smooth_l1_loss huber_loss kl_div nll_loss binary_cross_entropy
-    binary_cross_entropy_with_logits hinge_embedding_loss triplet_margin_loss
-    margin_ranking_loss cosine_similarity pairwise_distance cdist embedding addcmul addcdiv lerp
-    cummax cummin diff
-    """
-)
-# Reductions/elementwise that are also common non-tensor method names; only flagged when the
-# callee is clearly torch (torch.max, F.max_pool2d), never as `obj.max(...)`.
-_AMBIGUOUS_METHODS = frozenset({"max", "min", "add", "sort", "round", "pow", "abs", "sum"})
-HEAVY_LAYERS = _words(
-    """
-    Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d
-    ConvTranspose3d LazyConv1d LazyConv2d LazyConv3d LSTM GRU RNN MultiheadAttention Transformer
-    TransformerEncoder TransformerDecoder TransformerEncoderLayer TransformerDecoderLayer
-    """
-)
-_NOT_COMPUTE_LAYERS = frozenset({"Module", "ModuleList", "ModuleDict", "Identity", "Parameter"})
-_TORCH_NAMESPACES = re.compile(
-    r"^(torch|torch\.nn\.functional|nn\.functional|F|torch\.special|torch\.linalg|torch\.fft"
-    r"|torch\.Tensor|torch\.ops\.aten)\.(\w+)$"
-)
 _ALLOC = re.compile(
     r"^(torch\.)?(zeros|ones|full|empty|zeros_like|ones_like|full_like|empty_like|rand|randn"
     r"|rand_like|randn_like|tensor|as_tensor|empty_strided)$"
@@ -86,6 +40,7 @@ _TIMER_ATTRS = frozenset(
 _TIMER_NAMES = re.compile(
     r"record|elapsed_time|synchronize|perf_counter|monotonic|\btime\b|\btime_ns\b|Event"
 )
+_NAME = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?[\w.]*")
 _THREAD_MODULES = re.compile(r"\b(threading|_thread|concurrent\.futures|multiprocessing)\b")
 
 
@@ -146,51 +101,6 @@ def _layer_attrs(cls: PyClass) -> dict[str, str]:
     return out
 
 
-def _is_handle_use(callee: str, handles: set[str]) -> bool:
-    """`ext.fn`, `self.ext.fn`, `_get_ext().fn` all use the handle `ext`/`self.ext`/`_get_ext`."""
-    head = re.sub(r"\(.*?\)", "", callee)
-    while True:
-        if head in handles:
-            return True
-        if "." not in head:
-            return False
-        head = head.rsplit(".", 1)[0]
-
-
-def classify_call(callee: str, layers: dict[str, str], handles: set[str]) -> tuple[str, str] | None:
-    """("heavy"|"light", op name) when a call is a PyTorch compute operator, else None."""
-    if _is_handle_use(callee, handles) or (
-        callee.startswith("torch.ops.") and not callee.startswith("torch.ops.aten.")
-    ):
-        return None
-    if callee in layers:
-        ctor = layers[callee]
-        # torch.nn layers only; the file's own helper modules are not PyTorch's work.
-        if not ctor.startswith(("nn.", "torch.nn.")):
-            return None
-        layer = ctor.rsplit(".", 1)[-1]
-        if layer in _NOT_COMPUTE_LAYERS or not layer[:1].isupper():
-            return None
-        return ("heavy" if layer in HEAVY_LAYERS else "light", f"nn.{layer}")
-    m = _TORCH_NAMESPACES.match(callee)
-    if m:
-        op = m.group(2)
-        if op in HEAVY_OPS:
-            return "heavy", callee
-        if op in LIGHT_OPS or op in ("max", "min"):
-            return "light", callee
-        return None
-    if "." in callee:
-        obj, op = callee.rsplit(".", 1)
-        if obj.startswith("self.") and obj in layers:
-            return None
-        if op in HEAVY_OPS and op not in ("linear", "lstm", "gru"):
-            return "heavy", f".{op}()"
-        if op in LIGHT_OPS and op not in _AMBIGUOUS_METHODS:
-            return "light", f".{op}()"
-    return None
-
-
 def _code_set(ctx: CandidateContext) -> list[tuple[PyClass | None, Node]]:
     """Methods of the candidate classes (not __init__) and the module functions they call."""
     out: list[tuple[PyClass | None, Node]] = []
@@ -218,7 +128,7 @@ def _uses_extension(ctx: CandidateContext, code: list[tuple[PyClass | None, Node
         return False
     for _, fn in code:
         for call in _calls(_body_facts(fn)):
-            if _is_handle_use(call.callee, ctx.extension_handles):
+            if is_handle_use(call.callee, ctx.extension_handles):
                 return True
             if call.callee.startswith("torch.ops.") and not call.callee.startswith(
                 "torch.ops.aten"
@@ -557,24 +467,56 @@ def _check_torch_ops(
             )
 
 
+def _fallback_call(
+    ctx: CandidateContext, node: Node, layers: dict[str, str], ref_attrs: set[str]
+) -> Call | None:
+    """The first call under `node` that is PyTorch compute or the reference."""
+    for call in _calls(grammars.captures("python", "function_body", node)):
+        is_ref = (
+            call.callee in ctx.reference_names
+            or call.callee in ref_attrs
+            or re.match(r"^super\(.*\)\.forward$", call.callee)
+        )
+        if is_ref or classify_call(call.callee, layers, ctx.extension_handles) is not None:
+            return call
+    return None
+
+
+def _mentions_handle(ctx: CandidateContext, node: Node) -> bool:
+    names = {re.sub(r"\(.*?\)", "", t) for t in _NAME.findall(text(node))}
+    return any(is_handle_use(n, ctx.extension_handles) for n in names)
+
+
 def _check_fallbacks(
     ctx: CandidateContext, found: dict[str, list[Node]], layers: dict[str, str], ref_attrs: set[str]
 ) -> None:
     for clause in found.get("except", []):
-        inner = _calls(grammars.captures("python", "function_body", clause))
-        for call in inner:
-            is_ref = (
-                call.callee in ctx.reference_names
-                or call.callee in ref_attrs
-                or re.match(r"^super\(.*\)\.forward$", call.callee)
+        call = _fallback_call(ctx, clause, layers, ref_attrs)
+        if call is not None:
+            ctx.add(
+                clause.child(0) or clause,
+                Severity.error,
+                "torch-fallback",
+                f"except falls back to PyTorch (`{call.callee}`): a failing kernel would "
+                "still produce the right answer",
             )
-            if is_ref or classify_call(call.callee, layers, ctx.extension_handles) is not None:
+    # `if ext is None: return torch...` / `if HAVE_EXT: ... else: F.gelu(x)`
+    for stmt, cond in zip(found.get("if", []), found.get("if.cond", []), strict=False):
+        if not _mentions_handle(ctx, cond):
+            continue
+        branches = [stmt.child_by_field_name("consequence")]
+        branches += [c for c in stmt.named_children if c.type in ("elif_clause", "else_clause")]
+        for branch in branches:
+            if branch is None or _mentions_handle(ctx, branch):
+                continue
+            call = _fallback_call(ctx, branch, layers, ref_attrs)
+            if call is not None:
                 ctx.add(
-                    clause.child(0) or clause,
+                    stmt.child(0) or stmt,
                     Severity.error,
                     "torch-fallback",
-                    f"except falls back to PyTorch (`{call.callee}`): a failing kernel would "
-                    "still produce the right answer",
+                    f"when the CUDA extension is unavailable this falls back to PyTorch "
+                    f"(`{call.callee}`): the result would not come from the kernel",
                 )
                 break
 

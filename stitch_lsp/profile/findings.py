@@ -85,6 +85,12 @@ def find_signature(text: str, name: str) -> int | None:
 def place_kernel(k: ProfileResult, mapper: SourceMapper) -> KernelPlace | None:
     mapping = mapper.resolve(k.source_path)
     if mapping is None:
+        # No line info (built without -lineinfo) or no such file: find the kernel by name.
+        files = [mapper.preferred] if mapper.preferred else []
+        for cand in [*files, *mapper.candidates]:
+            line = find_signature(mapper.text_of(cand) or "", k.name)
+            if line is not None:
+                return KernelPlace(cand, line, None)
         return None
     text = mapper.text_of(mapping.local_path) or ""
     sig = find_signature(text, k.name)

@@ -199,7 +199,7 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
     build_s = 0.0
 
     if path.suffix in (".cu",):
-        if "main" not in text:
+        if not re.search(r"\bmain\s*\(", text):
             return fail(
                 ProfileErrorKind.failed,
                 f"{path.name} has no main(); profile the Python file that launches its kernels, "
@@ -213,7 +213,12 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
         build = [nvcc, "-O3", "-lineinfo", f"-arch={arch}", *req.nvcc_flags, "-o", str(binary),
                  str(path)]  # fmt: skip
         t = time.perf_counter()
-        out = subprocess.run(build, capture_output=True, text=True, check=False)
+        try:
+            out = subprocess.run(
+                build, capture_output=True, text=True, check=False, timeout=req.timeout_s
+            )
+        except subprocess.TimeoutExpired:
+            return fail(ProfileErrorKind.timeout, f"nvcc took over {req.timeout_s:.0f} s")
         build_s = time.perf_counter() - t
         if out.returncode != 0:
             return fail(
@@ -282,7 +287,7 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
         )
     ncu_s = time.perf_counter() - t
     log = out.stdout + out.stderr
-    report_path = report_base.with_suffix(".ncu-rep")
+    report_path = report_base.parent / (report_base.name + ".ncu-rep")
     if out.returncode != 0 or not report_path.is_file():
         kind, message = classify_failure(log, out.returncode)
         return fail(kind, message, command=cmd, log_tail=_tail(log), ncu_s=ncu_s, build_s=build_s)

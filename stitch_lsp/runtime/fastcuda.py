@@ -158,7 +158,10 @@ def toolkit_root(nvcc: str) -> Path | None:
     """The CUDA toolkit folder, found through nvcc's dry run (nvcc may be a wrapper script)."""
     try:
         out = subprocess.run(
-            [nvcc, "--dryrun", "--version"], capture_output=True, text=True, timeout=60
+            [nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         m = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.MULTILINE)
         if m:
@@ -236,8 +239,11 @@ def _library_dirs(root: Path | None) -> list[Path]:
     return dirs
 
 
-def _has_library(name: str, dirs: Sequence[Path]) -> bool:
-    return any((d / f"lib{name}.so").exists() or (d / f"lib{name}.a").exists() for d in dirs)
+def _library_dir(name: str, dirs: Sequence[Path]) -> Path | None:
+    for d in dirs:
+        if (d / f"lib{name}.so").exists() or (d / f"lib{name}.a").exists():
+            return d
+    return None
 
 
 # --------------------------------------------------------------------------- messages
@@ -343,7 +349,16 @@ def build_command(
     arch: str,
     extra_flags: Sequence[str],
     libraries: Sequence[str],
+    library_dirs: Sequence[Path] = (),
 ) -> list[str]:
+    """The nvcc command line. Libraries are linked only as needed, and their folders are the
+    library's RUNPATH, so loading it never depends on LD_LIBRARY_PATH."""
+    link: list[str] = []
+    if libraries:
+        link += ["-Xlinker", "--as-needed"]
+        for d in dict.fromkeys(library_dirs):
+            link += [f"-L{d}", "-Xlinker", f"-rpath,{d}"]
+        link += [f"-l{lib}" for lib in libraries]
     return [
         nvcc,
         *DEFAULT_FLAGS,
@@ -352,7 +367,7 @@ def build_command(
         str(src),
         "-o",
         str(out),
-        *(f"-l{lib}" for lib in libraries),
+        *link,
     ]
 
 
@@ -405,10 +420,18 @@ def build_cuda(
     toolchain = nvcc_version(nvcc)
     root = toolkit_root(nvcc)
     dirs = _library_dirs(root)
-    linked = [lib for lib in libraries if _has_library(lib, dirs)]
+    found = {lib: _library_dir(lib, dirs) for lib in libraries}
+    linked = [lib for lib, d in found.items() if d is not None]
+    lib_dirs = [d for d in found.values() if d is not None]
     skipped = [lib for lib in libraries if lib not in linked]
     flags = list(extra_flags)
-    key = cache_key(source, flags=flags, arch=arch, libraries=linked, toolchain=toolchain)
+    key = cache_key(
+        source,
+        flags=flags,
+        arch=arch,
+        libraries=[*linked, *map(str, lib_dirs)],
+        toolchain=toolchain,
+    )
     base = cache_dir()
     final = base / key[:2] / f"{name}-{key[:24]}.so"
     log_path = final.with_suffix(".log")
@@ -429,6 +452,7 @@ def build_cuda(
                 )
             )
         final.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_work_dirs(final.parent)
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
         try:
             src = work / f"{name}.cu"
@@ -436,7 +460,15 @@ def build_cuda(
                 source + ("\n" if not source.endswith("\n") else "") + _ERROR_STRING_SHIM
             )
             tmp_out = work / f"{name}.so"
-            cmd = build_command(nvcc, src, tmp_out, arch=arch, extra_flags=flags, libraries=linked)
+            cmd = build_command(
+                nvcc,
+                src,
+                tmp_out,
+                arch=arch,
+                extra_flags=flags,
+                libraries=linked,
+                library_dirs=lib_dirs,
+            )
             try:
                 proc = subprocess.run(
                     cmd, capture_output=True, text=True, timeout=timeout, cwd=work, check=False
@@ -470,6 +502,20 @@ def build_cuda(
             )
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+STALE_WORK_S = 3600.0
+
+
+def _remove_stale_work_dirs(folder: Path) -> None:
+    """Temp folders of builds whose process was killed (a verify timeout) would pile up."""
+    now = time.time()
+    for d in folder.glob(".*-*"):
+        try:
+            if d.is_dir() and now - d.stat().st_mtime > STALE_WORK_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _remember(result: BuildResult) -> BuildResult:

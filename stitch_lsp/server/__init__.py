@@ -24,7 +24,8 @@ and add `"stitch_lsp.server.features.<name>"` to `FEATURE_MODULES` in `app.py`. 
   callbacks for didSave, watched files that are not open, and settings changes.
 - `server.jobs` (`jobs.JobScheduler`): background GPU work, one job per GPU, supersede and
   cancel-on-change, `$/progress`, content-hash cache; `server.send_status(...)` drives the
-  client's status bar (`stitch/status`).
+  client's status bar (`stitch/status`). Untrusted: GPU jobs and CPU jobs marked
+  `executes_code=True` are refused (state `untrusted`), so on-save triggers are safe too.
 
 Providers receive an `OpenDocument` (`documents.py`): `.uri`, `.version`, `.text`, `.path`,
 `.analysis` (the `stitch_lsp.analysis.Analysis` of the current text, or None when the file is

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -107,6 +108,7 @@ class StitchServer(LanguageServer):
             progress=LspProgress(self),
             on_status=self.send_status,
             current_version=self._version_of,
+            may_execute=lambda: self.trusted,
             executor=self.executor,
         )
 
@@ -190,6 +192,7 @@ class StitchServer(LanguageServer):
         if doc is None:
             return
         version = doc.version
+        t0 = time.perf_counter()
         doc.drop_stale_pushed()
         merged: list[lsp.Diagnostic] = []
         for name, source in list(self.diagnostic_sources.items()):
@@ -204,6 +207,7 @@ class StitchServer(LanguageServer):
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=merged)
         )
+        doc.publish_ms = (time.perf_counter() - t0) * 1000.0
 
     def _as_diagnostics(
         self, items: Sequence[lsp.Diagnostic | Finding], doc: OpenDocument, source: str

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
+from typing import BinaryIO
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -10,10 +14,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=2087)
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("STITCH_LOG_LEVEL", "WARNING"),
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="server log level on stderr (default WARNING, or $STITCH_LOG_LEVEL)",
+    )
     p.set_defaults(func=_run)
 
 
+def _private_stdout() -> BinaryIO:
+    """Keep fd 1 for the LSP stream only: a stray print(), or a tool a worker starts without
+    capturing its output, would otherwise corrupt the protocol. Both now go to stderr."""
+    sys.stdout.flush()
+    lsp_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return lsp_out
+
+
 def _run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="stitch-lsp %(levelname)s %(name)s: %(message)s",
+    )
     from stitch_lsp.server.app import create_server
 
     server = create_server()
@@ -21,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.tcp:
             server.start_tcp(args.host, args.port)
         else:
-            server.start_io()
+            server.start_io(sys.stdin.buffer, _private_stdout())
     finally:
         server.jobs.kill_all_processes()
     return 0

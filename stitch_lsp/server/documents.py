@@ -35,7 +35,9 @@ class OpenDocument:
     doc: Document
     settings: Settings
     pushed: dict[str, PushedDiagnostics] = field(default_factory=dict)
-    analysis_ms: float | None = None
+    analysis_ms: float | None = None  # the last analysis of this document (wall time)
+    analysis_cpu_ms: float | None = None  # ...and the CPU time it took (immune to a busy host)
+    publish_ms: float | None = None  # the last publish: analysis + every source + sending
     analysis_count: int = 0
     _analysis: Analysis | None = None
     _analysis_revision: int = -1
@@ -67,9 +69,10 @@ class OpenDocument:
         if self._analysis is None or self._analysis_revision != self.doc.revision:
             from stitch_lsp.analysis import analyze
 
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             self._analysis = analyze(self.doc, self.settings)
             self.analysis_ms = (time.perf_counter() - t0) * 1000.0
+            self.analysis_cpu_ms = (time.thread_time() - c0) * 1000.0
             self.analysis_count += 1
             self._analysis_revision = self.doc.revision
         return self._analysis
@@ -108,6 +111,19 @@ class OpenDocument:
             ref = self.path.parent / ref
         return Path(_normalize(ref))
 
+    def dependencies(self) -> set[str]:
+        """Files (as `path_key`s) whose change on disk can change this file's results."""
+        deps: set[str] = set()
+        ref = self.reference_path()
+        if ref is not None:
+            deps.add(path_key(ref))
+        if self.path is not None:
+            for call in self.analysis.load_inline_calls:
+                for src in call.sources:
+                    p = Path(src)
+                    deps.add(path_key(p if p.is_absolute() else self.path.parent / p))
+        return deps
+
     def drop_stale_pushed(self) -> bool:
         """Forget pushed diagnostics tied to an older version; True when any were dropped."""
         stale = [
@@ -125,5 +141,8 @@ def _normalize(p: Path) -> str:
 
 
 def path_key(path: Path | str) -> str:
-    """How paths are compared between watched-file events and reference headers."""
-    return _normalize(Path(path).absolute())
+    """How paths are compared between watched-file events, reference headers and load()
+    sources: absolute, normalised, symlinks resolved (the editor may name either side)."""
+    import os
+
+    return os.path.realpath(Path(path).absolute())

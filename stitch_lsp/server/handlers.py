@@ -247,8 +247,6 @@ def register_handlers(server: StitchServer) -> None:
         if not await _pull_configuration(ls):
             pushed = params.settings.get("stitch") if isinstance(params.settings, dict) else None
             _use_settings(ls, pushed if isinstance(pushed, dict) else {})
-        for uri in list(ls.documents):
-            ls.schedule_publish(uri, delay_ms=0)
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     @guarded("didChangeWatchedFiles")
@@ -265,11 +263,11 @@ def register_handlers(server: StitchServer) -> None:
                 continue
             key = path_key(path)
             dropped = ls.jobs.invalidate_path(key)
-            dependents = [uri for uri, d in ls.documents.items() if _names_reference(d, key)]
+            dependents = [uri for uri, d in ls.documents.items() if _depends_on(d, key)]
             if change.type == lsp.FileChangeType.Deleted and dependents:
                 ls.log(
-                    f"stitch-lsp: {path} was deleted; it is the reference of "
-                    f"{len(dependents)} open file(s)"
+                    f"stitch-lsp: {path} was deleted; {len(dependents)} open file(s) use it "
+                    "(as their reference or CUDA source)"
                 )
             for uri in dependents:
                 ls.documents[uri].invalidate()
@@ -300,6 +298,8 @@ def register_handlers(server: StitchServer) -> None:
                     "version": d.version,
                     "bytes": d.doc.size,
                     "analysisMs": d.analysis_ms,
+                    "analysisCpuMs": d.analysis_cpu_ms,
+                    "publishMs": d.publish_ms,
                     "analysisCount": d.analysis_count,
                     "tooLarge": d.too_large,
                 }
@@ -344,21 +344,26 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
     ls.command(spec.name)(command)
 
 
-def _names_reference(state: OpenDocument, changed: str) -> bool:
+def _depends_on(state: OpenDocument, changed: str) -> bool:
+    """Whether an open file reads `changed`: its `# stitch-lsp: reference=` header, or a
+    `cpp_extension.load(sources=[...])` file."""
     try:
-        ref = state.reference_path()
+        return changed in state.dependencies()
     except Exception:
         return False
-    return ref is not None and path_key(ref) == changed
 
 
 def _use_settings(ls: StitchServer, values: dict[str, Any]) -> None:
-    old_device = ls.settings.device
+    old = ls.settings
     rejected = ls.apply_settings(values)
     if rejected:
         _warn_rejected(ls, rejected)
-    for d in ls.documents.values():
+    if ls.settings == old:
+        return
+    old_device = old.device
+    for uri, d in ls.documents.items():
         d.use_settings(ls.settings)
+        ls.schedule_publish(uri, delay_ms=0)
     if ls.settings.device != old_device and ls.initialized:
         asyncio.get_running_loop().create_task(ls.refresh_devices())
     for listener in list(ls.settings_listeners):

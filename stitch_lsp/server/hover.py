@@ -30,7 +30,7 @@ def hover_markdown(analysis: Analysis, line: int, char: int) -> str | None:
         kernel = next((k for k in analysis.kernels if k.name == target.kernel), None)
         parts = [_launch_md(target)]
         if kernel is not None:
-            parts.append(_kernel_md(analysis, kernel))
+            parts.append(_kernel_md(analysis, kernel, with_launches=False))
         return "\n\n".join(parts)
     if isinstance(target, KernelInfo):
         return _kernel_md(analysis, target)
@@ -39,7 +39,7 @@ def hover_markdown(analysis: Analysis, line: int, char: int) -> str | None:
     return None
 
 
-def _kernel_md(analysis: Analysis, k: KernelInfo) -> str:
+def _kernel_md(analysis: Analysis, k: KernelInfo, *, with_launches: bool = True) -> str:
     what = "CUDA kernel" if k.kind == "kernel" else "device function"
     qualifiers = [q for q, on in (('extern "C"', k.extern_c), ("template", k.template)) if on]
     lines = [f"**`{k.name}`** · {what}" + (f" ({', '.join(qualifiers)})" if qualifiers else "")]
@@ -49,7 +49,7 @@ def _kernel_md(analysis: Analysis, k: KernelInfo) -> str:
     lines.append(f"```cuda\n{k.signature.strip()}\n```")
     if k.params:
         lines.append("Parameters: " + ", ".join(f"`{p}`" for p in k.params))
-    if k.kind == "kernel":
+    if k.kind == "kernel" and with_launches:
         launches = [x for x in analysis.launches if x.kernel == k.name]
         if launches:
             lines.append(f"Launch sites ({len(launches)}):")

@@ -7,7 +7,9 @@ So: one queue per GPU with at most one running job each; a new job with the same
 queued is cancelled; progress goes through a pluggable sink (LSP work-done progress in the
 server, cancellable from the editor); results are cached by a content hash and reused when the
 file returns to an earlier content. Workers are subprocesses started in their own process group
-so that a cancel kills the whole tree (nvcc, ncu, the Python worker and its children).
+so that a cancel kills the whole tree (nvcc, ncu, the Python worker and its children). In an
+untrusted workspace, jobs that run the user's code (every GPU job, and CPU jobs marked
+`executes_code=True`) are refused with a clear message, whatever feature asked for them.
 
 Usage from a feature module:
 
@@ -54,6 +56,7 @@ class JobState(str, Enum):
     cancelled = "cancelled"
     cached = "cached"
     no_gpu = "no_gpu"
+    untrusted = "untrusted"
 
 
 @dataclass
@@ -95,10 +98,16 @@ class JobSpec:
     title: str | None = None
     cancel_on_change: bool = True
     summarize: Callable[[Any], tuple[str, float | None]] | None = None
+    executes_code: bool | None = None
+    """Builds or runs the user's code. None: the same as `needs_gpu` (GPU jobs always do)."""
 
     @property
     def key(self) -> JobKey:
         return (self.uri, self.kind)
+
+    @property
+    def runs_user_code(self) -> bool:
+        return self.needs_gpu if self.executes_code is None else self.executes_code
 
 
 class ProgressSink(Protocol):
@@ -242,6 +251,7 @@ class JobScheduler:
         progress: ProgressSink | None = None,
         on_status: StatusCallback | None = None,
         current_version: Callable[[str], int | None] | None = None,
+        may_execute: Callable[[], bool] | None = None,
         executor: Executor | None = None,
         cache_size: int = 256,
         cpu_slots: int = 2,
@@ -251,6 +261,7 @@ class JobScheduler:
         self.progress = progress
         self.on_status = on_status
         self.current_version = current_version
+        self.may_execute = may_execute
         self.executor = executor
         self.thread_grace_s = thread_grace_s
         self._queues: dict[str, deque[Job]] = {d: deque() for d in self.devices}
@@ -295,6 +306,10 @@ class JobScheduler:
                 JobState.cached, hit.result, hit.message, hit.speedup, hit.device, 0.0
             )
             self._finish(job, outcome)
+            return job
+        if spec.runs_user_code and self.may_execute is not None and not self.may_execute():
+            message = "The workspace is not trusted: stitch-lsp builds and runs no code here."
+            self._finish(job, JobOutcome(JobState.untrusted, message=message))
             return job
         if spec.needs_gpu and not self.devices:
             self._finish(job, JobOutcome(JobState.no_gpu, message=no_gpu_message()))
@@ -519,7 +534,7 @@ class JobScheduler:
             job.future.set_result(outcome)
         if outcome.state in (JobState.done, JobState.cached):
             self._status("done", outcome.message, outcome.speedup)
-        elif outcome.state in (JobState.failed, JobState.no_gpu):
+        elif outcome.state in (JobState.failed, JobState.no_gpu, JobState.untrusted):
             self._status("error", outcome.message, None)
         elif not self.active_jobs():
             self._status("idle", outcome.message, None)

@@ -67,8 +67,12 @@ class GpuRun:
             w.result.correctness = report
             w.result.build = w.watch.summary()  # lazy (first-forward) builds are known now
             if not report.passed:
-                bad = next(t for t in report.trials if not t.passed)
-                msg = f"trial {bad.index} output {bad.output}: {bad.message}"
+                bad = next((t for t in report.trials if not t.passed), None)
+                msg = (
+                    f"trial {bad.index} output {bad.output}: {bad.message}"
+                    if bad
+                    else "no correctness trial completed"
+                )
                 w.result.diagnostics.append(w.candidate_finding("stitch.incorrect", msg))
                 w.finish(VerifyStatus.incorrect, msg)
                 return

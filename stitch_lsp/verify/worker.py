@@ -96,17 +96,19 @@ class Worker:
     def run(self) -> None:
         try:
             self._run()
-        except BuildFailure as exc:
-            self.result.diagnostics.extend(exc.findings)
-            self.result.build = exc.info
-            self.finish(VerifyStatus.compile_error, str(exc))
         except CudaBuildError as exc:
-            failure = fastcuda_failure(exc, self.candidate_path)
-            self.result.diagnostics.extend(failure.findings)
-            self.result.build = failure.info
-            self.finish(VerifyStatus.compile_error, str(exc))
+            self._build_failed(fastcuda_failure(exc, self.candidate_path))
+        except BuildFailure as exc:
+            self._build_failed(exc)
         except Exception as exc:
             self._runtime_error(exc)
+
+    def _build_failed(self, failure: BuildFailure) -> None:
+        self.result.diagnostics.extend(failure.findings)
+        self.result.build = failure.info
+        first = next((f for f in failure.findings if f.severity is Severity.error), None)
+        where = f"{Path(first.path).name}:{first.line}: {first.message}" if first else str(failure)
+        self.finish(VerifyStatus.compile_error, f"build failed: {where}"[:1000])
 
     def _runtime_error(self, exc: BaseException) -> None:
         text = "".join(traceback.format_exception(exc))

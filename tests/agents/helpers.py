@@ -67,18 +67,31 @@ class FakeVerifier:
         assert m, "candidate without a VERDICT marker"
         status, speed, line, msg = m.groups()
         if status == "compile_error":
-            d = Finding(path="candidate.py", line=int(line or 1), severity=Severity.error,
-                        code="nvcc", message=msg or "expected a ';'")  # fmt: skip
+            d = Finding(
+                path="candidate.py",
+                line=int(line or 1),
+                severity=Severity.error,
+                code="nvcc",
+                message=msg or "expected a ';'",
+            )
             return Verdict(status="compile_error", message="build failed", diagnostics=[d])
         if status == "incorrect":
-            return Verdict(status="incorrect", message="outputs differ",
-                           correctness=msg or "max abs error 0.5 at index [0, 3]")  # fmt: skip
+            return Verdict(
+                status="incorrect",
+                message="outputs differ",
+                correctness=msg or "max abs error 0.5 at index [0, 3]",
+            )
         if status == "passed" and compile_only:
             return Verdict(status="compiled", message="built")
         if status == "passed":
             s = float(speed or 1.0)
-            return Verdict(status="passed", speedup=s, eager_ms=1.0, candidate_ms=1.0 / s,
-                           profile_hints=["relu: UncoalescedGlobalAccess (est. 40%): stride 32"])  # fmt: skip
+            return Verdict(
+                status="passed",
+                speedup=s,
+                eager_ms=1.0,
+                candidate_ms=1.0 / s,
+                profile_hints=["relu: UncoalescedGlobalAccess (est. 40%): stride 32"],
+            )
         return Verdict(status=status)  # type: ignore[arg-type]
 
 
@@ -100,7 +113,7 @@ def fake_analysis(reference: Path, settings: object, **_: object) -> ReferenceAn
             OpCost(
                 node="mul", op="mul", kind="call_function", flops=16384, bytes=131072, floor_ms=3e-5
             ),
-        ],  # fmt: skip
+        ],
         total_flops=32768,
         fused_bytes=131072,
         fused_floor_ms=3e-5,

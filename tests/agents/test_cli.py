@@ -57,11 +57,21 @@ def test_compile_error_is_repaired_and_written(tmp_path: Path, capsys) -> None:
         endpoint.script.coder.extend([_fenced(bad), _fenced(good)])
         rc = main(
             [
-                "generate", str(ref), "--coder", "llm", "--base-url", endpoint.base_url,
-                "--model", "scripted", "--verify", "compile", "--json",
-                "--trajectories-dir", str(tmp_path / "traj"),
+                "generate",
+                str(ref),
+                "--coder",
+                "llm",
+                "--base-url",
+                endpoint.base_url,
+                "--model",
+                "scripted",
+                "--verify",
+                "compile",
+                "--json",
+                "--trajectories-dir",
+                str(tmp_path / "traj"),
             ]
-        )  # fmt: skip
+        )
         prompts = endpoint.script.prompts("coder")
     out = capsys.readouterr()
     result = json.loads(out.out)

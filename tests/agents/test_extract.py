@@ -6,7 +6,8 @@ FILE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 def test_picks_the_python_block_that_defines_modelnew():
     reply = (
         "First a sketch:\n```python\ndef helper():\n    pass\n```\n"
-        f"The file:\n```python\n{FILE}```\nand the CUDA alone:\n```cuda\n__global__ void k() {{}}\n```\n"
+        f"The file:\n```python\n{FILE}```\n"
+        "and the CUDA alone:\n```cuda\n__global__ void k() {}\n```\n"
     )
     assert extract_code(reply).code == FILE
 

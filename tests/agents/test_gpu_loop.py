@@ -22,19 +22,6 @@ def _fenced(code: str) -> str:
     return f"Fused relu and scale in one pass.\n\n```python\n{code}```\n"
 
 
-def test_planner_profiles_the_reference_on_the_gpu(tmp_path: Path) -> None:
-    ref = shutil.copy(DATA / "scale_relu.py", tmp_path / "scale_relu.py")
-    analysis = analyze_reference(Path(ref), Settings.from_sources(), profile=True)
-    print(analysis.model_dump_json(indent=1))
-    assert analysis.hardware.present
-    assert analysis.eager_ms is not None and analysis.eager_ms > 0
-    timed = [op for op in analysis.ops if op.measured_ms is not None]
-    assert {op.op for op in timed} >= {"relu", "mul"}
-    assert analysis.kernels, "torch.profiler saw no CUDA kernels"
-    # two elementwise passes cost at least the fused floor
-    assert analysis.eager_ms >= analysis.fused_floor_ms
-
-
 def test_full_loop_repairs_a_build_error_and_verifies(tmp_path: Path, capsys) -> None:
     pytest.importorskip("torch")
     ref = Path(shutil.copy(DATA / "scale_relu.py", tmp_path / "scale_relu.py"))
@@ -47,11 +34,23 @@ def test_full_loop_repairs_a_build_error_and_verifies(tmp_path: Path, capsys) ->
         endpoint.script.coder.extend([_fenced(bad), _fenced(good)])
         rc = main(
             [
-                "generate", str(ref), "--coder", "llm", "--base-url", endpoint.base_url,
-                "--model", "scripted", "--max-attempts", "3", "--target-speedup", "1.0",
-                "--trajectories-dir", str(tmp_path / "traj"), "--json",
+                "generate",
+                str(ref),
+                "--coder",
+                "llm",
+                "--base-url",
+                endpoint.base_url,
+                "--model",
+                "scripted",
+                "--max-attempts",
+                "3",
+                "--target-speedup",
+                "1.0",
+                "--trajectories-dir",
+                str(tmp_path / "traj"),
+                "--json",
             ]
-        )  # fmt: skip
+        )
         prompts = endpoint.script.prompts("coder")
     out = capsys.readouterr()
     print(out.err)
@@ -74,3 +73,16 @@ def test_full_loop_repairs_a_build_error_and_verifies(tmp_path: Path, capsys) ->
     ]
     assert [r["correct"] for r in recs] == [False, True]
     print(f"speedup {best['verdict']['speedup']:.3f}x reward {best['reward']:.3f}")
+
+
+def test_planner_profiles_the_reference_on_the_gpu(tmp_path: Path) -> None:
+    ref = shutil.copy(DATA / "scale_relu.py", tmp_path / "scale_relu.py")
+    analysis = analyze_reference(Path(ref), Settings.from_sources(), profile=True)
+    print(analysis.model_dump_json(indent=1))
+    assert analysis.hardware.present
+    assert analysis.eager_ms is not None and analysis.eager_ms > 0
+    timed = [op for op in analysis.ops if op.measured_ms is not None]
+    assert {op.op for op in timed} >= {"relu", "mul"}
+    assert analysis.kernels, "torch.profiler saw no CUDA kernels"
+    # two elementwise passes cost at least the fused floor
+    assert analysis.eager_ms >= analysis.fused_floor_ms

@@ -302,3 +302,16 @@ def test_optimize_starts_from_the_current_version(endpoint, reference, tmp_path)
     result = loop.run()
     assert result.best is None
     assert "no attempt beat the current version (2.00x)" in result.message
+
+
+def test_cancel_interrupts_a_slow_request(endpoint, reference, tmp_path):
+    import time
+
+    endpoint.script.coder.append(Fail(hang_s=1.5))
+    cancel = threading.Event()
+    loop, _ = make_loop(endpoint, reference, tmp_path, cancel=cancel, llm_timeout_s=30.0)
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    result = loop.run()
+    assert result.stopped == "cancelled"
+    assert time.monotonic() - started < 1.2  # did not wait for the reply

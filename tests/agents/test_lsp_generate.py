@@ -21,6 +21,7 @@ from tests.agents.fake_openai import FakeOpenAI
 from tests.server.lsp_client import (
     SERVER_COMMAND,
     StitchClient,
+    debug_info,
     initialize,
     make_client,
     open_file,
@@ -107,9 +108,12 @@ async def test_code_action_generates_a_new_file(client: StitchClient, tmp_path: 
         assert generate[0].range.start.line == model_line
 
         actions = await client.text_document_code_action_async(
-            lsp.CodeActionParams(text_document=_ident(uri), range=_at(model_line + 5, 8),
-                                 context=lsp.CodeActionContext(diagnostics=[]))
-        )  # fmt: skip
+            lsp.CodeActionParams(
+                text_document=_ident(uri),
+                range=_at(model_line + 5, 8),
+                context=lsp.CodeActionContext(diagnostics=[]),
+            )
+        )
         titles = [a.title for a in actions]
         assert titles == ["Generate fused CUDA implementation"]
         command, arguments = _command_of(actions[0])
@@ -147,6 +151,7 @@ async def test_code_action_generates_a_new_file(client: StitchClient, tmp_path: 
     )
     assert list((tmp_path / "traj").glob("*.jsonl"))
     assert getattr(client, "lens_refreshes", 0) == 1
+    assert (await debug_info(client))["torchImported"] is False  # the loop ran in workers
 
 
 async def test_optimize_needs_a_gpu_and_lens_shows_on_modelnew(

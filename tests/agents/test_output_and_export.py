@@ -29,18 +29,30 @@ def test_header_is_relative_and_replaces_a_written_one(tmp_path):
 
 
 def _rec(i: int, reward, correct) -> dict:
-    return {"schema": SCHEMA, "run_id": "r", "attempt": i, "stage": "draft",
-            "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
-            "reward": reward, "correct": correct}  # fmt: skip
+    return {
+        "schema": SCHEMA,
+        "run_id": "r",
+        "attempt": i,
+        "stage": "draft",
+        "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
+        "reward": reward,
+        "correct": correct,
+    }
 
 
 def test_export_filters_and_refuses_to_overwrite(tmp_path: Path, capsys):
     folder = tmp_path / "traj"
     (folder / "sub").mkdir(parents=True)
-    (folder / "a.jsonl").write_text("\n".join(json.dumps(_rec(i, r, c)) for i, r, c in
-                                    [(1, 0.0, False), (2, 1.4, True), (3, None, None)]) + "\n")  # fmt: skip
-    (folder / "sub" / "b.jsonl").write_text(json.dumps(_rec(4, 2.5, True)) + "\nnot json\n"
-                                            + json.dumps({"schema": "other"}) + "\n")  # fmt: skip
+    (folder / "a.jsonl").write_text(
+        "\n".join(
+            json.dumps(_rec(i, r, c))
+            for i, r, c in [(1, 0.0, False), (2, 1.4, True), (3, None, None)]
+        )
+        + "\n"
+    )
+    (folder / "sub" / "b.jsonl").write_text(
+        json.dumps(_rec(4, 2.5, True)) + "\nnot json\n" + json.dumps({"schema": "other"}) + "\n"
+    )
     out = tmp_path / "all.jsonl"
     assert main(["export-trajectories", str(folder), "-o", str(out)]) == 0
     assert [json.loads(x)["attempt"] for x in out.read_text().splitlines()] == [1, 2, 3, 4]

@@ -23,8 +23,11 @@ def test_worker_analyses_gemm_with_a_tail(kernelbench_dir: Path) -> None:
     ref = kernelbench_dir / "level2" / "12_Gemm_Multiply_LeakyReLU.py"
     a = analyze_reference(ref, Settings.from_sources(), profile=False)
     assert a.graph_method == "fx"
-    assert [(o.node, o.op) for o in a.ops] == [("gemm", "Linear"), ("mul", "mul"),
-                                               ("leaky_relu", "LeakyReLU")]  # fmt: skip
+    assert [(o.node, o.op) for o in a.ops] == [
+        ("gemm", "Linear"),
+        ("mul", "mul"),
+        ("leaky_relu", "LeakyReLU"),
+    ]
     gemm = a.ops[0]
     assert gemm.flops == pytest.approx(2 * 1024 * 8192 * 8192)
     assert gemm.bound == "compute"
@@ -56,17 +59,29 @@ def test_rule_based_replan_splits_groups_and_remembers_failure(kernelbench_dir: 
 
     plan = plan_from_analysis(fake_analysis(kernelbench_dir, None))
     history = [
-        Attempt(index=i, stage=CoderStage.draft, coder="llm", code="x",
-                verdict=Verdict(status="incorrect", correctness="max abs error 1"))
+        Attempt(
+            index=i,
+            stage=CoderStage.draft,
+            coder="llm",
+            code="x",
+            verdict=Verdict(status="incorrect", correctness="max abs error 1"),
+        )
         for i in (1, 2)
-    ]  # fmt: skip
-    new, messages, reply = replan(plan, history, "the last 2 attempts compiled but were wrong",
-                                  client=None, reference_name="r.py", reference="")  # fmt: skip
+    ]
+    new, messages, reply = replan(
+        plan,
+        history,
+        "the last 2 attempts compiled but were wrong",
+        client=None,
+        reference_name="r.py",
+        reference="",
+    )
     assert messages is None and reply is None
     assert new.revision == 1
     assert [g.ops for g in new.fusion_groups] == [["relu"], ["mul"]]
     assert new.avoid and "compiled but were wrong" in new.avoid[0]
-    stalled, _, _ = replan(new, history, "within 5% of each other", client=None,
-                           reference_name="r.py", reference="")  # fmt: skip
+    stalled, _, _ = replan(
+        new, history, "within 5% of each other", client=None, reference_name="r.py", reference=""
+    )
     assert stalled.revision == 2 and len(stalled.avoid) == 2
     assert "bottleneck" in stalled.summary

@@ -10,8 +10,13 @@ from tests.agents.helpers import candidate, fake_analysis
 def _rubric(total: int, major: bool = False) -> Rubric:
     scores = [total // 4 + (1 if i < total % 4 else 0) for i in range(4)]
     items = [RubricItem(score=s) for s in scores]
-    return Rubric(anti_hacking=items[0], engineering=items[1], coverage=items[2],
-                  compliance=items[3], major_hack=major)  # fmt: skip
+    return Rubric(
+        anti_hacking=items[0],
+        engineering=items[1],
+        coverage=items[2],
+        compliance=items[3],
+        major_hack=major,
+    )
 
 
 @pytest.mark.parametrize(
@@ -39,8 +44,13 @@ def test_reward_is_zero_when_wrong_or_hacked_and_unknown_when_unchecked():
 
 def test_rules_see_hacks_engineering_and_coverage(tmp_path):
     plan = plan_from_analysis(fake_analysis(tmp_path, None))
-    hack = Finding(path="c.py", line=9, severity=Severity.error, code="stitch.torch-op",
-                   message="torch.matmul in forward")  # fmt: skip
+    hack = Finding(
+        path="c.py",
+        line=9,
+        severity=Severity.error,
+        code="stitch.torch-op",
+        message="torch.matmul in forward",
+    )
     v = Verdict(status="passed", speedup=1.0, diagnostics=[hack])
     r = score_rules(candidate("VERDICT passed"), v, CoderStage.draft, plan, None)
     assert r.major_hack and r.anti_hacking.score == 1
@@ -64,10 +74,20 @@ def test_compliance_follows_the_stage(tmp_path):
     code = candidate("VERDICT passed")
     ok = Verdict(status="passed", speedup=1.2)
     assert score_rules(code, ok, CoderStage.draft, plan, None).compliance.score == 5
-    prev = Attempt(index=1, stage=CoderStage.draft, coder="llm", code=code,
-                   verdict=Verdict(status="passed", speedup=1.0))  # fmt: skip
+    prev = Attempt(
+        index=1,
+        stage=CoderStage.draft,
+        coder="llm",
+        code=code,
+        verdict=Verdict(status="passed", speedup=1.0),
+    )
     same = score_rules(code, ok, CoderStage.optimize_performance, plan, prev)
     assert same.compliance.score == 1  # unchanged code is not an optimization
-    faster = score_rules(code + "\n", Verdict(status="passed", speedup=1.5),
-                         CoderStage.optimize_performance, plan, prev.model_copy(update={"code": "x"}))  # fmt: skip
+    faster = score_rules(
+        code + "\n",
+        Verdict(status="passed", speedup=1.5),
+        CoderStage.optimize_performance,
+        plan,
+        prev.model_copy(update={"code": "x"}),
+    )
     assert faster.compliance.score == 5

@@ -81,3 +81,19 @@ def test_block_size_in_string_maps_to_document() -> None:
 def test_cuh_headers_do_not_report_unused_kernels() -> None:
     result = run("__global__ void lib_kernel(float* x) {}\n", "cuda-cpp", "file:///tmp/lib.cuh")
     assert codes(result, "kernel-unused") == []
+
+
+def test_cuda_parse_error_in_string_is_information_and_mapped() -> None:
+    src = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        'SRC = r"""\n'
+        "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+        "void go(float* x) { k<<<1, 32>>>(x); C10_CUDA_KERNEL_LAUNCH_CHECK(); }\n"
+        "int broken( { ]\n"
+        '"""\n'
+        "ext = load_inline('e', '', cuda_sources=SRC)\n"
+    )
+    result = run(src)
+    (err,) = codes(result, "parse-error")
+    assert err.severity.value == "information" and err.line == 5
+    assert {k.name for k in result.kernels} == {"k"}  # what parsed was still read

@@ -164,3 +164,14 @@ def test_symbol_at() -> None:
     hit = symbol_at(result, model_new.selection_range[0], model_new.selection_range[1])
     assert isinstance(hit, ModuleInfo) and hit.name == "ModelNew"
     assert symbol_at(result, 0, 0) is None
+
+
+def test_query_files_are_found_and_compile() -> None:
+    from stitch_lsp.analysis import grammars
+
+    root = grammars.grammars_dir()
+    assert (root / "python" / "definitions.scm").is_file()
+    for lang in ("python", "cuda"):
+        for scm in (root / lang).glob("*.scm"):
+            grammars.query(lang, scm.stem)  # raises on a syntax error in the query
+    grammars.warm_up()

@@ -124,6 +124,11 @@ def test_aten_compute_in_extension_without_kernels_is_an_error() -> None:
     assert {e.message.split("`")[1] for e in errs} == {"torch::relu", "torch::matmul"}
 
 
+def test_math_and_numpy_are_not_pytorch() -> None:
+    result = run(candidate("s = math.sqrt(x.size(-1)) + np.exp(1.0)\nreturn ext.relu(x) * s"))
+    assert only(result, "torch-op") == []
+
+
 def test_reference_only_file_is_not_checked() -> None:
     src = (
         "import torch\nclass Model(torch.nn.Module):\n"
@@ -155,6 +160,22 @@ def test_try_except_fallback() -> None:
         "except RuntimeError as e:\n    raise ValueError('bad input') from e"
     )
     assert only(run(good), "torch-fallback") == []
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "if ext is None:\n    return torch.relu(x)\nreturn ext.relu(x)",
+        "if ext is not None:\n    return ext.relu(x)\nelse:\n    return F.relu(x)",
+    ],
+)
+def test_if_extension_missing_fallback(forward: str) -> None:
+    assert only(run(candidate(forward)), "torch-fallback", "error")
+
+
+def test_branch_on_shapes_is_not_a_fallback() -> None:
+    forward = "if x.dim() == 2:\n    return ext.relu(x)\nreturn ext.relu(x.view(x.size(0), -1))"
+    assert only(run(candidate(forward)), "torch-fallback") == []
 
 
 def test_fallback_to_reference() -> None:
@@ -344,3 +365,22 @@ def test_output_written_by_a_kernel_is_fine() -> None:
     assert only(run(candidate(forward)), "constant-output") == []
     forward = "ext.relu_out(x, self.buf)\nreturn self.buf"
     assert only(run(candidate(forward, init="self.buf = torch.empty(4)")), "constant-output") == []
+
+
+def test_reference_header_file_decides_precision(tmp_path) -> None:
+    from stitch_lsp.analysis import Document, analyze
+
+    (tmp_path / "ref.py").write_text(
+        "import torch\ndef get_inputs():\n    return [torch.rand(4).half()]\n"
+    )
+    body = candidate("return ext.relu(x.half())").replace("class Model(", "class Reference(")
+    src = "# stitch-lsp: reference=ref.py\n" + body
+    (tmp_path / "cand.py").write_text(src)
+    result = analyze(Document.from_path(tmp_path / "cand.py"))
+    assert result.reference_header == "ref.py"
+    assert only(result, "downcast") == []
+    (tmp_path / "ref.py").write_text(
+        "import torch\ndef get_inputs():\n    return [torch.rand(4)]\n"
+    )
+    result = analyze(Document.from_path(tmp_path / "cand.py"))
+    assert only(result, "downcast", "warning")

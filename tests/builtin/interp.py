@@ -46,16 +46,20 @@ _EW = {
 
 def _model_value(model: torch.nn.Module, expr: str) -> torch.Tensor:
     obj: Any = model
-    for part in expr.removeprefix("self.").split("."):
-        obj = getattr(obj, part)
+    for part in expr.removeprefix("self.").replace("[", ".").replace("]", "").split("."):
+        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
     return obj
 
 
-def run_graph(graph: Graph, model: torch.nn.Module, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+def run_graph(
+    graph: Graph, model: torch.nn.Module, inputs: list[torch.Tensor]
+) -> list[torch.Tensor]:
     env: dict[int, torch.Tensor] = {}
     by_name = dict(zip(graph.input_names, inputs, strict=False))
     for leaf in graph.leaves.values():
-        env[leaf.vid] = by_name[leaf.expr] if leaf.kind == "input" else _model_value(model, leaf.expr)
+        env[leaf.vid] = (
+            by_name[leaf.expr] if leaf.kind == "input" else _model_value(model, leaf.expr)
+        )
 
     def val(a: Use | Const) -> Any:
         if isinstance(a, Const):
@@ -104,9 +108,20 @@ def run_graph(graph: Graph, model: torch.nn.Module, inputs: list[torch.Tensor]) 
             w = args[1]
             if n.fn.startswith("conv_transpose"):
                 fn = getattr(F, n.fn)
-                out = fn(args[0], w, None, p["stride"], p["padding"], p["output_padding"], p["groups"], p["dilation"])
+                out = fn(
+                    args[0],
+                    w,
+                    None,
+                    p["stride"],
+                    p["padding"],
+                    p["output_padding"],
+                    p["groups"],
+                    p["dilation"],
+                )
             else:
-                out = getattr(F, n.fn)(args[0], w, None, p["stride"], p["padding"], p["dilation"], p["groups"])
+                out = getattr(F, n.fn)(
+                    args[0], w, None, p["stride"], p["padding"], p["dilation"], p["groups"]
+                )
         elif n.kind == "bn_update":
             mean, var, rm, rv, nbt = args
             m, count = float(p["momentum"]), int(p["count"])

@@ -61,7 +61,8 @@ PROBLEMS: dict[str, str] = {
     ),
     "matmul_transposed_weight": problem(
         "self.weight = nn.Parameter(torch.randn(45, 29))",
-        "x = torch.matmul(x, self.weight.T)\nx = x / 2\nreturn torch.sum(x, dim=1, keepdim=True) * 1.5",
+        "x = torch.matmul(x, self.weight.T)\nx = x / 2\n"
+        "return torch.sum(x, dim=1, keepdim=True) * 1.5",
         "torch.randn(13, 29)",
     ),
     "bmm": problem(
@@ -123,7 +124,8 @@ PROBLEMS: dict[str, str] = {
     ),
     "global_avg_pool": problem(
         "self.conv = nn.Conv2d(3, 10, 3)",
-        "x = F.gelu(self.conv(x))\nx = F.adaptive_avg_pool2d(x, 1)\nreturn x.squeeze(-1).squeeze(-1)",
+        "x = F.gelu(self.conv(x))\nx = F.adaptive_avg_pool2d(x, 1)\n"
+        "return x.squeeze(-1).squeeze(-1)",
         "torch.randn(3, 3, 17, 15)",
     ),
     "residual_clone": problem(
@@ -142,6 +144,35 @@ PROBLEMS: dict[str, str] = {
         "torch.randn(9, 30)",
     ),
 }
+
+PROBLEMS["mlp_relu_epilogues"] = problem(
+    "self.l1 = nn.Linear(40, 64)\nself.l2 = nn.Linear(64, 48)\nself.l3 = nn.Linear(48, 10)",
+    "x = torch.relu(self.l1(x))\nx = F.relu(self.l2(x))\nreturn self.l3(x)",
+    "torch.randn(12, 40)",
+)
+
+# Few, long rows: each row is split over several blocks (partial states in a workspace).
+PROBLEMS["split_layer_norm_odd"] = problem(
+    "self.ln = nn.LayerNorm(100003)", "return self.ln(x) * 2.0", "torch.randn(3, 100003)"
+)
+PROBLEMS["split_batch_norm_2d"] = problem(
+    "self.bn = nn.BatchNorm2d(3)", "return torch.relu(self.bn(x))", "torch.randn(4, 3, 128, 130)"
+)
+PROBLEMS["split_softmax_vec"] = problem(
+    "", "return torch.softmax(x, dim=1)", "torch.randn(2, 98304)"
+)
+PROBLEMS["split_mse"] = (
+    HEADER
+    + "class Model(nn.Module):\n"
+    + "    def __init__(self):\n"
+    + "        super().__init__()\n\n"
+    + "    def forward(self, predictions, targets):\n"
+    + "        return torch.mean((predictions - targets) ** 2)\n\n"
+    + "def get_inputs():\n"
+    + "    return [torch.randn(3, 70001), torch.randn(3, 70001)]\n\n"
+    + "def get_init_inputs():\n"
+    + "    return []\n"
+)
 
 UNSUPPORTED: dict[str, tuple[str, str]] = {
     "maxpool": (

@@ -1,4 +1,4 @@
-"""On a GPU: generated candidates match the eager reference (KernelBench protocol, atol=rtol=1e-4)."""
+"""On a GPU: generated candidates match the eager reference (atol=rtol=1e-4, as KernelBench)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 -- Drives stitch-lsp from headless Neovim (0.7 or newer), a client written by other people than ours:
 -- start the server with vim.lsp.start_client, open a file, wait for its diagnostics, ask for the
--- code actions at the first stitch diagnostic, and write everything that arrived as JSON.
+-- code actions at a stitch diagnostic, and write everything that arrived as JSON.
 --
 -- Environment: STITCH_PYTHON (interpreter with stitch_lsp), STITCH_NVIM_FILE (file to open),
 -- STITCH_NVIM_ROOT (workspace folder), STITCH_NVIM_OUT (JSON result path).
@@ -74,8 +74,14 @@ local ok, err = pcall(function()
   result.commands = (caps.executeCommandProvider and caps.executeCommandProvider.commands) or {}
   result.code_action_provider = caps.codeActionProvider ~= nil and caps.codeActionProvider ~= false
 
-  -- Code actions at the first diagnostic, with the server's own diagnostics as context.
+  -- Code actions at the torch-fallback diagnostic (else the first), with the line's diagnostics
+  -- as context, the way Neovim's own vim.lsp.buf.code_action asks.
   local first = vim.diagnostic.get(bufnr)[1]
+  for _, d in ipairs(vim.diagnostic.get(bufnr)) do
+    if d.code == "stitch.torch-fallback" then
+      first = d
+    end
+  end
   if first and result.code_action_provider then
     local line_diags = vim.lsp.diagnostic.get_line_diagnostics(bufnr, first.lnum)
     local params = {

@@ -35,9 +35,8 @@ def npm(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
         timeout=timeout,
         check=False,
     )
-    assert proc.returncode == 0, (
-        f"npm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-    )
+    output = f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
+    assert proc.returncode == 0, f"npm {' '.join(args)} failed ({proc.returncode}):\n{output}"
     return proc
 
 

@@ -103,3 +103,23 @@ async def test_profile_job_publishes_and_caches(job_client: StitchClient, tmp_pa
     again = await _profile(job_client, uri)
     assert again["ok"] and again["cached"], again
     assert len(NCU_LOG.read_text().splitlines()) == runs  # served from the content-hash cache
+
+
+async def test_profile_on_save(job_client: StitchClient, tmp_path: Path) -> None:
+    """stitch.profileOnSave: saving the file queues a profile; its findings get published."""
+    body = PY_MODEL.split('r"""\n', 1)[1].split('"""')[0]
+    cu_text = (
+        body.replace("#include <torch/extension.h>", "#include <cstdio>").split("torch::Tensor")[0]
+        + "\nint main() { return 0; }\n"
+    )
+    await initialize(job_client, tmp_path, settings={"debounceMs": 0, "profileOnSave": True})
+    path = tmp_path / "relu_bias.cu"
+    uri = await open_file(job_client, path, cu_text)
+    await wait_for_diagnostics(job_client, uri, version=1)
+    assert not ncu_lines(job_client.diagnostics.get(uri, []))
+    job_client.text_document_did_save(
+        lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    await wait_until(lambda: ncu_lines(job_client.diagnostics.get(uri, [])), 30)
+    body_line = next(i for i, ln in enumerate(cu_text.splitlines(), 1) if "if(i<n)" in ln)
+    assert "CPIStall" in ncu_lines(job_client.diagnostics[uri])[body_line]

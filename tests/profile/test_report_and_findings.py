@@ -218,3 +218,15 @@ def test_hints_cli_json_and_text(ncu_fixture_dir: Path, tmp_path: Path) -> None:
 
     out = _cli("hints", rep, "--map", "cuda.cu", cwd=tmp_path)
     assert out.returncode != 0 and "REPORT_PATH=LOCAL_PATH" in out.stderr
+
+
+def test_kernel_found_by_name_without_line_info(report, tmp_path: Path) -> None:
+    """A report without usable source paths still puts kernel-level rules on the signature."""
+    cu = tmp_path / "relu.cu"
+    cu.write_text("// other code\n\n__global__ void relu_bias(const float* x) {}\n")
+    bare = report.model_copy(deep=True, update={"sources": {}})
+    for k in bare.kernels:
+        k.source_path = None
+    findings = report_findings(bare, SourceMapper({}, candidates=[cu]))
+    rules = [f for f in findings if f.code == "SOLBottleneck"]
+    assert rules and all(f.line == 3 and f.path == str(cu) for f in rules)

@@ -156,3 +156,25 @@ def test_classify_failure() -> None:
         is ProfileErrorKind.no_kernels
     )
     assert classify_failure("Segmentation fault", 139)[0] is ProfileErrorKind.target_failed
+
+
+def test_target_says_when_torch_sees_no_gpu(tmp_path: Path) -> None:
+    """The profiled program's own check, where torch has no CUDA (CPU wheels, no driver)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    from tests.conftest import gpu_reason
+
+    if gpu_reason() is None:
+        pytest.skip("a GPU is visible here")
+    model = tmp_path / "m.py"
+    model.write_text("class ModelNew: pass\ndef get_inputs(): return []\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "stitch_lsp.profile.target", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 3 and "no CUDA GPU" in out.stderr

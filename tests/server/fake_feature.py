@@ -9,6 +9,7 @@ other sections), and background jobs through the scheduler with work-done progre
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 from typing import Any
 
@@ -32,6 +33,9 @@ def register(server: StitchServer) -> None:
 
 
 async def run_command(ls: StitchServer, *args: Any) -> dict[str, Any]:
+    # Careless output, as third-party code might produce: must not reach the LSP stream.
+    print("Content-Length: 5\r\n\r\nnoise")
+    subprocess.run(["echo", "a child process writing to stdout"], check=False)
     return {"ran": list(args)}
 
 

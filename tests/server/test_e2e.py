@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -246,3 +247,36 @@ async def test_reference_change_on_disk_rechecks_the_candidate(
         )
     )
     await wait_until(lambda: any("was deleted" in m.message for m in client.log_messages))
+
+
+async def test_a_changed_cu_source_rechecks_the_python_file_that_loads_it(
+    client: StitchClient, tmp_path: Path
+) -> None:
+    await initialize(client, tmp_path)
+    (tmp_path / "kern.cu").write_text("__global__ void k(float* y) { y[0] = 1.0f; }\n")
+    text = 'from torch.utils.cpp_extension import load\next = load(name="k", sources=["kern.cu"])\n'
+    uri = await open_file(client, tmp_path / "uses_cu.py", text)
+    await wait_for_diagnostics(client, uri)
+    n = len([p for p in client.published if p.uri == uri])
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams(
+            changes=[
+                lsp.FileEvent(uri=(tmp_path / "kern.cu").as_uri(), type=lsp.FileChangeType.Changed)
+            ]
+        )
+    )
+    await wait_until(lambda: len([p for p in client.published if p.uri == uri]) > n)
+    # A file nobody depends on changes: nothing is re-published for it.
+    m = len(client.published)
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams(
+            changes=[
+                lsp.FileEvent(
+                    uri=(tmp_path / "unrelated.py").as_uri(), type=lsp.FileChangeType.Created
+                )
+            ]
+        )
+    )
+    await debug_info(client)  # a round trip: the notification has been handled
+    await asyncio.sleep(0.1)
+    assert len(client.published) == m

@@ -279,3 +279,25 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+async def test_untrusted_workspace_runs_no_user_code() -> None:
+    trusted = False
+    statuses: list[tuple[str, str, float | None]] = []
+    sched = JobScheduler(
+        ["cuda:0"], may_execute=lambda: trusted, on_status=lambda *a: statuses.append(a)
+    )
+    tracker = Tracker()
+    gpu = await sched.submit(JobSpec(kind="profile", run=tracker.job("gpu"))).wait()
+    assert gpu.state is JobState.untrusted and "not trusted" in gpu.message
+    assert statuses[-1][0] == "error"
+    marked = await sched.submit(
+        JobSpec(kind="build", needs_gpu=False, executes_code=True, run=tracker.job("cpu"))
+    ).wait()
+    assert marked.state is JobState.untrusted
+    # Reading a report runs none of the user's code: allowed.
+    read = await sched.submit(JobSpec(kind="read", needs_gpu=False, run=tracker.job("read"))).wait()
+    assert read.state is JobState.done
+    assert tracker.ran == ["read"]
+    trusted = True
+    assert (await sched.submit(JobSpec(kind="profile", run=tracker.job("gpu"))).wait()).ok

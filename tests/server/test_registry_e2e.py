@@ -36,10 +36,12 @@ async def test_trusted_session_advertises_every_registered_command(
     assert {"test.run", "test.info", "test.job"} <= commands
     assert result.capabilities.code_lens_provider is not None
     assert result.capabilities.code_action_provider is not None
+    # test.run prints to stdout and starts a child that does too: the LSP stream survives.
     out = await fake_client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command="test.run", arguments=[1, "two"])
     )
     assert out["ran"] == [1, "two"]
+    assert (await debug_info(fake_client))["torchImported"] is False
 
 
 async def test_untrusted_session_runs_nothing(fake_client: StitchClient, tmp_path: Path) -> None:
@@ -174,7 +176,7 @@ async def test_no_worker_outlives_an_editor_that_vanishes(tmp_path: Path) -> Non
         await initialize(client, tmp_path)
         uri = await open_file(client, tmp_path / "a.py", "x = 1\n")
         pidfile = tmp_path / "worker.pid"
-        asyncio.ensure_future(
+        running = asyncio.ensure_future(
             client.workspace_execute_command_async(
                 lsp.ExecuteCommandParams(
                     command="test.job", arguments=[uri, 60, False, str(pidfile)]
@@ -197,5 +199,6 @@ async def test_no_worker_outlives_an_editor_that_vanishes(tmp_path: Path) -> Non
                 return f.read().split()[2] == "Z"
 
         await wait_until(gone, 10)
+        running.cancel()
     finally:
         await client.stop()

@@ -43,6 +43,8 @@ CASES: dict[str, tuple[str, str, dict[str, Any], float]] = {
     "downcast": ("ref_small_bias_relu.py", "cand_downcast.py", {}, 200),
     "zero": ("ref_tiny_bias_relu.py", "cand_zero.py", {}, 200),
     "side_stream": ("ref_bias_relu.py", "cand_side_stream.py", {}, 200),
+    "load_error": ("ref_bias_relu.py", "cand_load_error.py", {}, 300),
+    "oom": ("ref_bias_relu.py", "cand_oom.py", {}, 200),
     "inline_good": ("ref_bias_relu.py", "cand_inline.py", {}, 300),
     "inline_error": ("ref_bias_relu.py", "cand_inline_error.py", {}, 300),
 }
@@ -147,6 +149,12 @@ def test_illegal_address_is_contained(results: dict[str, Any]) -> None:
     assert "illegal" in text or "invalid" in text, res.message
 
 
+def test_out_of_memory_is_contained(results: dict[str, Any]) -> None:
+    res: VerifyResult = results["oom"]
+    assert res.status is VerifyStatus.runtime_error
+    assert "out of memory" in res.message.lower(), res.message
+
+
 def test_hang_times_out(results: dict[str, Any]) -> None:
     res: VerifyResult = results["hang"]
     assert res.status is VerifyStatus.timeout
@@ -200,6 +208,13 @@ def test_load_inline_error_maps_into_the_python_document(results: dict[str, Any]
     lines = (DATA / "cand_inline_error.py").read_text().splitlines()
     assert "missing_offset" in lines[errs[0].line - 1], errs[0]
     assert "missing_offset" in errs[0].message
+
+
+def test_load_error_points_into_the_cu_file(results: dict[str, Any]) -> None:
+    res: VerifyResult = results["load_error"]
+    assert res.status is VerifyStatus.compile_error, (res.message, res.log_tail[-2000:])
+    errs = [d for d in res.diagnostics if d.code == "nvcc" and d.severity.value == "error"]
+    assert errs and errs[0].path.endswith("kernel_error.cu") and errs[0].line == 4, errs
 
 
 # ----------------------------------------------------------------------------- in-process checks

@@ -47,16 +47,17 @@ def test_candidate_that_exits_is_a_runtime_error() -> None:
     assert "exited with code 7" in res.message
 
 
-def test_candidate_that_hangs_times_out_and_its_children_die() -> None:
-    pid_file = DATA / "cand_fork_sleep.py.child.pid"
-    pid_file.unlink(missing_ok=True)
+def test_candidate_that_hangs_times_out_and_its_children_die(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("STITCH_TEST_PID_FILE", str(pid_file))
     start = time.monotonic()
     res = verify(DATA / "ref_bias_relu.py", DATA / "cand_fork_sleep.py", _settings(), timeout_s=10)
     assert res.status is VerifyStatus.timeout
     assert time.monotonic() - start < 30
     assert "timed out after 10 s" in res.message
     child = int(pid_file.read_text())
-    pid_file.unlink()
     time.sleep(0.2)
     # The whole process group was killed, not just the worker (a zombie awaiting reaping by
     # init counts as dead).
@@ -135,6 +136,15 @@ def test_load_inline_compile_only_error_maps_into_the_python_document() -> None:
 
 
 @needs_nvcc
+def test_load_of_a_cu_file_reports_errors_in_that_file() -> None:
+    res = verify(DATA / "ref_bias_relu.py", DATA / "cand_load_error.py", _settings())
+    assert res.status is VerifyStatus.compile_error, (res.message, res.log_tail[-3000:])
+    (err,) = [d for d in res.diagnostics if d.code == "nvcc" and d.severity.value == "error"]
+    assert err.path == str(DATA / "kernel_error.cu") and err.line == 4
+    assert "not_declared" in err.message
+
+
+@needs_nvcc
 def test_cli_json_contract() -> None:
     env = dict(os.environ)
     proc = subprocess.run(
@@ -180,6 +190,27 @@ def test_cli_text_report() -> None:
     assert proc.returncode == 1  # no_gpu is not a pass
     assert proc.stdout.startswith("status: no_gpu")
     assert "build: fastcuda bias_relu_pair" in proc.stdout
+
+
+@needs_nvcc
+def test_worker_without_torch_still_builds_generated_code(tmp_path: Path) -> None:
+    """A worker Python with no torch: the fastcuda sources are found statically and built."""
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch hidden for this test')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(fake.parent), env.get("PYTHONPATH", "")])
+    req = VerifyRequest(
+        reference=str(DATA / "ref_bias_relu.py"), candidate=str(DATA / "cand_good.py")
+    )
+    res = run_worker(req, python=sys.executable, env=env, timeout_s=120)
+    assert res.status is VerifyStatus.no_gpu, (res.message, res.log_tail)
+    assert "torch is not installed" in res.message
+    assert res.build and res.build.kind == "fastcuda"
+    bad = req.model_copy(update={"candidate": str(DATA / "cand_compile_error.py")})
+    res = run_worker(bad, python=sys.executable, env=env, timeout_s=120)
+    assert res.status is VerifyStatus.compile_error
+    assert any("undeclared_helper" in d.message for d in res.diagnostics)
 
 
 def test_server_side_never_imports_torch() -> None:

@@ -4,17 +4,21 @@
  */
 
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import {
   actionCommand,
   advertisedCommands,
+  executeServerCommand,
+  findServerCommand,
   type LspCodeAction,
   type LspCommand,
   SERVER_COMMANDS,
 } from "../../src/serverCommands";
 import { parseStatus } from "../../src/status";
-import { FIXTURES, ServerSession } from "./session";
+import { FIXTURES, fileUri, ServerSession } from "./session";
 
 const EXECUTING: string[] = Object.values(SERVER_COMMANDS);
 
@@ -53,6 +57,7 @@ describe("protocol end to end (trusted workspace)", { timeout: 90_000 }, () => {
     await session.until("a client/registerCapability request", () => session.registrations[0]);
     const methods = JSON.stringify(session.registrations);
     assert.match(methods, /workspace\/didChangeConfiguration/);
+    assert.ok(session.configurationRequests > 0, "the server never asked for the stitch settings");
   });
 
   it("publishes the static checks for a ModelNew that falls back to PyTorch", async () => {
@@ -80,24 +85,19 @@ describe("protocol end to end (trusted workspace)", { timeout: 90_000 }, () => {
       name: string;
     }[];
     assert.ok(symbols.some((s) => s.name === "Model"), `no Model symbol in ${JSON.stringify(symbols)}`);
+    const hover = (await session.request("textDocument/hover", {
+      textDocument: { uri },
+      position: { line: 6, character: 7 }, // `class Model`
+    })) as { contents: { kind: string; value: string } } | null;
+    assert.ok(hover, "no hover on the Model class");
+    assert.equal(hover.contents.kind, "markdown");
+    assert.match(hover.contents.value, /Model/);
   });
 
-  it("answers code actions at a diagnostic, and each action's command is advertised", async () => {
-    const uri = path.join(FIXTURES, "model_new_fallback.py");
-    const docUri = `file://${uri}`;
+  it("offers Optimize at the fallback diagnostic in ModelNew, with an advertised command", async () => {
+    const docUri = fileUri(path.join(FIXTURES, "model_new_fallback.py"));
     const diagnostics = await session.diagnosticsFor(docUri);
     const fallback = diagnostics.find((d) => d.code === "stitch.torch-fallback")!;
-    if (!session.capabilities.codeActionProvider) {
-      // The server offers no code actions yet: the request must not be advertised or answered.
-      await assert.rejects(
-        session.request("textDocument/codeAction", {
-          textDocument: { uri: docUri },
-          range: { start: fallback.range.start, end: fallback.range.start },
-          context: { diagnostics: [fallback] },
-        }),
-      );
-      return;
-    }
     const actions = (await session.request("textDocument/codeAction", {
       textDocument: { uri: docUri },
       range: { start: fallback.range.start, end: fallback.range.start },
@@ -110,6 +110,40 @@ describe("protocol end to end (trusted workspace)", { timeout: 90_000 }, () => {
         assert.ok(offered.includes(cmd.command), `${cmd.command} is used but not advertised`);
       }
     }
+    const optimize = actions.map(actionCommand).find((c) => c?.command === SERVER_COMMANDS.optimize);
+    assert.ok(optimize, `no ${SERVER_COMMANDS.optimize} action in ${JSON.stringify(actions)}`);
+    assert.equal(optimize.title, "Optimize with profiler feedback");
+  });
+
+  it("runs Generate from the Model's code action through executeCommand, as the palette does", async () => {
+    // A saved copy of the problem, then an unsaved edit: the server must refuse to work from a
+    // file whose text on disk is not what the editor shows, quickly and without writing anything.
+    const folder = fs.mkdtempSync(path.join(os.tmpdir(), "stitch-e2e-"));
+    const file = path.join(folder, "model.py");
+    fs.copyFileSync(path.join(FIXTURES, "model.py"), file);
+    const uri = await session.open(file, "python");
+    await session.diagnosticsFor(uri);
+    const text = fs.readFileSync(file, "utf8");
+    const classLine = text.split("\n").findIndex((l) => l.startsWith("class Model"));
+    const target = {
+      uri,
+      range: { start: { line: classLine + 1, character: 4 }, end: { line: classLine + 1, character: 4 } },
+      fullRange: { start: { line: 0, character: 0 }, end: { line: text.split("\n").length, character: 0 } },
+    };
+    const cmd = await findServerCommand(session.conn, session.capabilities, target, SERVER_COMMANDS.generate);
+    assert.ok(cmd, "the server offers no Generate action inside the Model class");
+    assert.equal(cmd.title, "Generate fused CUDA implementation");
+    assert.deepEqual(cmd.arguments, [uri]);
+
+    await session.conn.sendNotification("textDocument/didChange", {
+      textDocument: { uri, version: 2 },
+      contentChanges: [{ text: `# an unsaved edit\n${text}` }],
+    });
+    const result = (await executeServerCommand(session.conn, cmd)) as { ok: boolean; message: string };
+    assert.equal(result.ok, false);
+    assert.match(result.message, /save/i);
+    assert.deepEqual(fs.readdirSync(folder), ["model.py"], "the server wrote a file");
+    fs.rmSync(folder, { recursive: true, force: true });
   });
 });
 
@@ -123,7 +157,17 @@ describe("protocol end to end (untrusted workspace)", { timeout: 60_000 }, () =>
       }
       const uri = await session.open(path.join(FIXTURES, "model_new_fallback.py"), "python");
       const diagnostics = await session.diagnosticsFor(uri);
-      assert.ok(diagnostics.some((d) => d.code === "stitch.torch-fallback"));
+      const fallback = diagnostics.find((d) => d.code === "stitch.torch-fallback");
+      assert.ok(fallback);
+      const actions = (await session.request("textDocument/codeAction", {
+        textDocument: { uri },
+        range: { start: fallback.range.start, end: fallback.range.start },
+        context: { diagnostics: [fallback] },
+      })) as (LspCodeAction | LspCommand)[] | null;
+      for (const action of actions ?? []) {
+        const cmd = actionCommand(action);
+        assert.ok(!cmd || !EXECUTING.includes(cmd.command), `${cmd?.command} offered while untrusted`);
+      }
     } finally {
       assert.equal(await session.close(), 0);
     }

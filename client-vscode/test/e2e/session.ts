@@ -91,6 +91,7 @@ export class ServerSession {
   readonly logs: string[] = [];
   readonly applyEdits: unknown[] = [];
   readonly registrations: unknown[] = [];
+  configurationRequests = 0;
   capabilities: ServerCapabilitiesLike & Record<string, unknown> = {};
   serverInfo: { name: string; version?: string } | undefined;
   exitCode: Promise<number | null>;
@@ -115,9 +116,10 @@ export class ServerSession {
     conn.onNotification("window/logMessage", (params: { message: string }) => this.logs.push(params.message));
     conn.onNotification("window/showMessage", (params: { message: string }) => this.logs.push(params.message));
     conn.onNotification("$/progress", () => this.wake());
-    conn.onRequest("workspace/configuration", (params: { items: { section?: string }[] }) =>
-      params.items.map((item) => (item.section === "stitch" ? this.settings : null)),
-    );
+    conn.onRequest("workspace/configuration", (params: { items: { section?: string }[] }) => {
+      this.configurationRequests += 1;
+      return params.items.map((item) => (item.section === "stitch" ? this.settings : null));
+    });
     conn.onRequest("client/registerCapability", (params: unknown) => {
       this.registrations.push(params);
       return null;

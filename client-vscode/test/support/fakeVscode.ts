@@ -50,6 +50,23 @@ class FakeUri {
   }
 }
 
+class FakeCodeActionKind {
+  static readonly Empty = new FakeCodeActionKind("");
+  static readonly QuickFix = new FakeCodeActionKind("quickfix");
+  static readonly Refactor = new FakeCodeActionKind("refactor");
+  static readonly Source = new FakeCodeActionKind("source");
+  constructor(readonly value: string) {}
+  append(part: string): FakeCodeActionKind {
+    return new FakeCodeActionKind(this.value ? `${this.value}.${part}` : part);
+  }
+  contains(other: FakeCodeActionKind): boolean {
+    return this.value === "" || other.value === this.value || other.value.startsWith(`${this.value}.`);
+  }
+  intersects(other: FakeCodeActionKind): boolean {
+    return this.contains(other) || other.contains(this);
+  }
+}
+
 /** Unknown members: `on*` are events, `register*`/`create*` return disposables, others undefined. */
 function withStubs<T extends object>(target: T): T {
   return new Proxy(target, {
@@ -134,6 +151,7 @@ export function makeFakeVscode(opts: { settings: Record<string, unknown>; worksp
     version: "1.95.0",
     StatusBarAlignment: { Left: 1, Right: 2 },
     Uri: FakeUri,
+    CodeActionKind: FakeCodeActionKind,
     ThemeColor: class {
       constructor(readonly id: string) {}
     },

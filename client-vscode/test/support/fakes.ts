@@ -58,6 +58,7 @@ export class FakeHost implements Host {
   home = "/home/me";
   readonly logs: string[] = [];
   readonly views: StatusView[] = [];
+  readonly contexts = new Map<string, boolean>();
   readonly ui = new FakeUi();
 
   setting(key: string): unknown {
@@ -77,6 +78,9 @@ export class FakeHost implements Host {
   }
   log(line: string) {
     this.logs.push(line);
+  }
+  setContext(key: string, value: boolean) {
+    this.contexts.set(key, value);
   }
   showStatus(view: StatusView) {
     this.views.push(view);

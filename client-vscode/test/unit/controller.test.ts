@@ -45,6 +45,14 @@ describe("server controller", () => {
     assert.equal(ctl.status.phase, "ready");
     assert.equal(host.lastView?.text, "$(circuit-board) Stitch");
     assert.match(host.logs.join("\n"), /Server commands: stitch.generate, stitch.verify/);
+    assert.deepEqual(Object.fromEntries(host.contexts), {
+      "stitch.server.generate": true,
+      "stitch.server.verify": true,
+      "stitch.server.profile": false,
+      "stitch.server.optimize": false,
+    });
+    await ctl.stop();
+    assert.ok([...host.contexts.values()].every((v) => v === false));
   });
 
   it("offers to install a missing server, installs it with pip, then starts it", async () => {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, it } from "node:test";
-import { CLIENT_COMMANDS } from "../../src/controller";
+import { CLIENT_COMMANDS, commandContextKey } from "../../src/controller";
 import { PALETTE_COMMANDS, SERVER_COMMANDS } from "../../src/serverCommands";
 import { EXTENSION_ROOT, loadManifest } from "../support/fakes";
 
@@ -30,6 +30,15 @@ describe("package.json", () => {
 
   it("maps a palette command to each of generate, verify, profile and optimize", () => {
     assert.deepEqual(Object.values(PALETTE_COMMANDS).sort(), ["generate", "optimize", "profile", "verify"]);
+  });
+
+  it("shows each palette command only while the server offers its command", () => {
+    const menus = (manifest.contributes as { menus?: { commandPalette?: { command: string; when?: string }[] } })
+      .menus?.commandPalette ?? [];
+    for (const [id, name] of Object.entries(PALETTE_COMMANDS)) {
+      const entry = menus.find((m) => m.command === id);
+      assert.ok(entry?.when?.startsWith(`${commandContextKey(name)} && `), `${id}: when = ${entry?.when}`);
+    }
   });
 
   it("declares limited support for untrusted workspaces and restricts the settings that run programs", () => {

@@ -103,6 +103,24 @@ def _desc(node: torch.fx.Node) -> str:
     return f"{what} (line {line})" if line else what
 
 
+def _attr_expr(path: str) -> str:
+    """`layers.0.weight` -> `self.layers[0].weight` (Sequential children are indexed)."""
+    return "self" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split("."))
+
+
+def _fold(fn: str, a: float, b: float) -> float:
+    ops = {
+        "add": operator.add,
+        "sub": operator.sub,
+        "mul": operator.mul,
+        "div": operator.truediv,
+        "pow": operator.pow,
+        "maximum": max,
+        "minimum": min,
+    }
+    return float(ops[fn](a, b))
+
+
 def _dims(dim: Any, rank: int) -> tuple[int, ...]:
     if dim is None:
         return tuple(range(rank))
@@ -291,7 +309,7 @@ class _Converter:
         t = getattr(mod, name, None)
         if t is None:
             return None
-        key = f"self.{module_path}.{name}" if module_path else f"self.{name}"
+        key = _attr_expr(f"{module_path}.{name}" if module_path else name)
         for leaf in self.g.leaves.values():
             if leaf.expr == key:
                 return Use(leaf.vid, leaf.shape)
@@ -307,12 +325,11 @@ class _Converter:
                 t = getattr(t, part)
             if not isinstance(t, torch.Tensor):
                 return t
-            existing = [lf for lf in self.g.leaves.values() if lf.expr == f"self.{n.target}"]
+            expr = _attr_expr(str(n.target))
+            existing = [lf for lf in self.g.leaves.values() if lf.expr == expr]
             if existing:
                 return Use(existing[0].vid, existing[0].shape)
-            return self._leaf(
-                f"self.{n.target}", t, "param" if isinstance(t, nn.Parameter) else "buffer"
-            )
+            return self._leaf(expr, t, "param" if isinstance(t, nn.Parameter) else "buffer")
         if n.op == "call_module":
             return self._module(n, self.gm.get_submodule(str(n.target)))
         if n.op == "call_method":
@@ -528,7 +545,7 @@ class _Converter:
         raise Unsupported(f"{_desc(n)} ({t.__name__}) is not supported by the builtin coder")
 
     # -- op families ---------------------------------------------------------------------------
-    def _binary(self, n: torch.fx.Node, fn: str) -> Use:
+    def _binary(self, n: torch.fx.Node, fn: str) -> Any:
         a, b = (
             self._operand(n.args[0]),
             self._operand(n.args[1] if len(n.args) > 1 else n.kwargs["other"]),
@@ -540,7 +557,7 @@ class _Converter:
             shape_b = b.shape if isinstance(b, Use) else ()
             b = self._ew("mul", [b, Const(float(alpha))], shape=shape_b)
         if isinstance(a, Const) and isinstance(b, Const):
-            raise Unsupported(f"{_desc(n)}: arithmetic on two numbers")
+            return _fold(fn, a.value, b.value)  # Python arithmetic traced as a node
         if fn == "pow" and isinstance(b, Const) and b.value == 2.0:
             return self._ew("square", [a])
         if fn == "pow" and isinstance(b, Const) and b.value == 0.5:
@@ -701,6 +718,7 @@ class _Converter:
                 _line(n),
                 momentum=float(mod.momentum),
                 count=count,
+                module=_attr_expr(path),
             )
         return self._affine(y, w, b, channel_shape)
 

@@ -16,6 +16,7 @@ from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupp
 from stitch_lsp.agents.builtin.partition import Group
 from stitch_lsp.agents.builtin.templates import (
     CUBLAS_PREAMBLE,
+    CUBLASLT_PREAMBLE,
     PREAMBLE,
     STATE_TYPES,
     ew_expr,
@@ -23,6 +24,10 @@ from stitch_lsp.agents.builtin.templates import (
 )
 
 INT32_LIMIT = 2**31 - 1
+# Static launch choices assume an H100/H200-class GPU; grids are still sized at run time.
+ASSUMED_SMS = 132
+SPLIT_MIN_ELEMS = 16384  # a row is split over blocks only in pieces at least this long
+STATE_BYTES = {"SumS": 4, "MaxS": 4, "MinS": 4, "MomS": 16, "SmxS": 8}
 
 
 def bcast_offset(index: str, consumer: Shape, operand: Shape) -> tuple[str, bool]:
@@ -74,7 +79,8 @@ class Arg:
     name: str
     vid: int
     ctype: str
-    role: str  # in | inout | out
+    role: str  # in | inout | out | ws
+    nbytes: int = 0  # workspace size (role ws)
 
 
 @dataclass
@@ -194,6 +200,7 @@ class Codegen:
         self.owner = {n.vid: g for g in groups for n in g.nodes}
         self.kernels: list[GroupKernel] = []
         self.uses_cublas = any(g.kind == "gemm" for g in groups)
+        self.ws_bytes: dict[int, int] = {}  # gid -> workspace bytes of split reductions
 
     def shape(self, vid: int) -> Shape:
         return self.graph.shape_of(vid)
@@ -234,6 +241,8 @@ class Codegen:
             src = self._pointwise(g, gen, args)
         else:
             src = self._reduction(g, gen, args)
+        if g.gid in self.ws_bytes:
+            args = [*args, Arg("ws", -1, "unsigned char*", "ws", self.ws_bytes[g.gid])]
         return GroupKernel(g, g.name, args, src, comment)
 
     def _signature(self, name: str, args: list[Arg]) -> str:
@@ -255,12 +264,13 @@ class Codegen:
         n = g.full_numel
         stores = list(g.outputs)
         vec_ok = n % 4 == 0
+        sig = self._signature(g.name, args)
         scalar = gen.full_loop(False, [], stores)
         vec = gen.full_loop(True, [], stores) if vec_ok else []
         names = ", ".join(a.name for a in args)
         lines = [
             "template <bool VEC>",
-            f"__global__ void __launch_bounds__(256) {g.name}_kernel({self._signature(g.name, args)}) {{",
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
             f"  typedef {gen.idx_t} idx_t;",
             f"  const idx_t n = {n};",
             "  const idx_t stride = (idx_t)gridDim.x * blockDim.x;",
@@ -326,15 +336,25 @@ class Codegen:
         red_scope = _Scope("red", "kept")
         gen.red_scope = red_scope
         vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
+        # Few rows and long ones: split each row over S blocks (partial states in a workspace).
+        splits = 1
+        if not tile and kept < 2 * ASSUMED_SMS:
+            splits = max(1, min(-(-2 * ASSUMED_SMS // kept), rlen // SPLIT_MIN_ELEMS))
+        chunk = rlen
+        if splits > 1:
+            chunk = -(-rlen // splits)
+            chunk = -(-chunk // 4) * 4
+            splits = -(-rlen // chunk)
         if tile:
             ty = 1
             while ty < 32 and ty * 8 < b:
                 ty *= 2
         else:
-            items = rlen // 4 if vec_ok else rlen
+            items = chunk // 4 if vec_ok else chunk
             threads = 32
             while threads < 1024 and threads * 4 < items:
                 threads *= 2
+        split = splits > 1
 
         def loop(push: list[tuple[str, int]], stores: list[int]) -> list[str]:
             if tile:
@@ -353,7 +373,7 @@ class Codegen:
                 out += [
                     "if constexpr (VEC) {",
                     "  #pragma unroll 2",
-                    "  for (idx_t j = threadIdx.x * 4; j < RLEN; j += blockDim.x * 4) {",
+                    "  for (idx_t j = J0 + threadIdx.x * 4; j < J1; j += blockDim.x * 4) {",
                     f"    const idx_t f0 = {addr};",
                     *_indent(body, 4),
                     "  }",
@@ -364,7 +384,7 @@ class Codegen:
             body = gen.full_loop(False, push, stores)
             out += [
                 "  #pragma unroll 4",
-                "  for (idx_t j = threadIdx.x; j < RLEN; j += blockDim.x) {",
+                "  for (idx_t j = J0 + threadIdx.x; j < J1; j += blockDim.x) {",
                 f"    const idx_t f0 = {addr};",
                 *_indent(body, 4),
                 "  }",
@@ -372,31 +392,45 @@ class Codegen:
             ]
             return out
 
+        def allreduce(s: str) -> str:
+            st = STATE_TYPES[slot_kind[s]]
+            if tile:
+                return f"{s} = column_allreduce<{st}, TY>({s}, sm_{s});"
+            return f"{s} = block_allreduce<{st}>({s}, sm_{s});"
+
+        field_memo: dict[object, str] = {}
         body: list[str] = []
         for p in range(1, passes + 1):
             mine = [s for s in slots.values() if slot_pass[s] == p]
             red_scope.lines = []
+            red_scope.memo = dict(field_memo)
             decl = [
                 f"{STATE_TYPES[slot_kind[s]]} {s} = {STATE_TYPES[slot_kind[s]]}::id();"
                 for s in mine
             ]
-            push = []
-            for s in mine:
-                x = slot_input[s]
-                if x.vid in gen.nodes:
-                    push.append((s, x.vid))
-                else:
-                    push.append((s, -1))
-            # External inputs pushed directly: wrap as a pseudo value.
+            push = [(s, slot_input[s].vid if slot_input[s].vid in gen.nodes else -1) for s in mine]
             loop_lines = self._push_loop(gen, loop, push, slot_input)
-            body += [f"// pass {p}: " + ", ".join(f"{slot_kind[s]}" for s in mine)]
-            body += red_scope.lines + decl + loop_lines
+            body += [f"// pass {p}: " + ", ".join(f"{slot_kind[s]}" for s in mine), *decl]
+            if split:
+                write = [f"if (threadIdx.x == 0) ws_{s}[row * S + chunk] = {s};" for s in mine]
+                body += [
+                    f"if constexpr (PASS == {p}) {{",
+                    *_indent(red_scope.lines + loop_lines + [allreduce(s) for s in mine], 2),
+                    *_indent(write, 2),
+                    "}",
+                    f"if constexpr (PASS > {p}) {{  // combine the row's partial states",
+                ]
+                for s in mine:
+                    st = STATE_TYPES[slot_kind[s]]
+                    body += [
+                        f"  for (int q = threadIdx.x; q < S; q += blockDim.x) "
+                        f"{s} = {st}::comb({s}, ws_{s}[row * S + q]);",
+                        "  " + allreduce(s),
+                    ]
+                body.append("}")
+            else:
+                body += red_scope.lines + loop_lines + [allreduce(s) for s in mine]
             for s in mine:
-                st = STATE_TYPES[slot_kind[s]]
-                if tile:
-                    body.append(f"{s} = column_allreduce<{st}, TY>({s}, sm_{s});")
-                else:
-                    body.append(f"{s} = block_allreduce<{st}>({s}, sm_{s});")
                 for n in slot_nodes[s]:
                     fieldname = str(n.params["field"])
                     expr = {
@@ -408,14 +442,20 @@ class Codegen:
                         "sumexp": f"{s}.s",
                     }[fieldname]
                     body.append(f"const float v{n.vid} = {expr};")
-                    red_scope.memo[n.vid] = f"v{n.vid}"
+                    field_memo[n.vid] = f"v{n.vid}"
         full_out = [v for v in g.outputs if g.space[v] == "full"]
         red_out = [v for v in g.outputs if g.space[v] == "red"]
         red_scope.lines = []
+        red_scope.memo = dict(field_memo)
         final = loop([], full_out) if full_out else []
         pre_final = red_scope.lines
         red_scope.lines = []
-        guard = "threadIdx.y == 0 && valid" if tile else "threadIdx.x == 0"
+        if tile:
+            guard = "threadIdx.y == 0 && valid"
+        elif split:
+            guard = "chunk == 0 && threadIdx.x == 0"
+        else:
+            guard = "threadIdx.x == 0"
         tail: list[str] = []
         for vid in red_out:
             v = gen.value(vid, red_scope)
@@ -428,15 +468,24 @@ class Codegen:
             cnt = int(s.params["count"])  # type: ignore[arg-type]
             unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
             prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
+            keep, mom = float_literal(1 - m), float_literal(m)
             tail += [
                 f"if ({guard}) {{  // running statistics, as {s.origin} updates them in training",
-                f"  {prm}[kept] = {float_literal(1 - m)} * {prm}[kept] + {float_literal(m)} * {mv};",
-                f"  {prv}[kept] = {float_literal(1 - m)} * {prv}[kept] + "
-                f"{float_literal(m)} * ({vv} * {float_literal(unbias)});",
+                f"  {prm}[kept] = {keep} * {prm}[kept] + {mom} * {mv};",
+                f"  {prv}[kept] = {keep} * {prv}[kept] + {mom} * ({vv} * {float_literal(unbias)});",
                 f"  if (kept == 0) {pn}[0] += 1;",
                 "}",
             ]
-        body += ["// final pass: outputs", *pre_final, *red_scope.lines, *final, *tail]
+        final_lines = [*pre_final, *red_scope.lines, *final, *tail]
+        if split:
+            body += [
+                "// final pass: outputs",
+                f"if constexpr (PASS == {passes + 1}) {{",
+                *_indent(final_lines, 2),
+                "}",
+            ]
+        else:
+            body += ["// final pass: outputs", *final_lines]
 
         sig = self._signature(g.name, args)
         names = ", ".join(a.name for a in args)
@@ -462,31 +511,71 @@ class Codegen:
             launch = [
                 f"{g.name}_kernel<false><<<{grid}, dim3(32, {ty}), 0, stream>>>({names});",
             ]
-        else:
-            consts = (
-                f"  constexpr idx_t K = {kept}, RLEN = {rlen};"
-                if lay.kind == "row"
-                else f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {rlen};"
-            )
+            src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+            return src + "\n\n" + self._launcher(g, args, launch)
+        consts = (
+            f"  constexpr idx_t K = {kept}, RLEN = {rlen};"
+            if lay.kind == "row"
+            else f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {rlen};"
+        )
+        if split:
+            ws_lines = []
+            offset = 0
+            for s in slots.values():
+                st = STATE_TYPES[slot_kind[s]]
+                ws_lines.append(
+                    f"  {st}* __restrict__ ws_{s} = reinterpret_cast<{st}*>(ws + {offset});"
+                )
+                offset += -(-STATE_BYTES[st] * kept * splits // 16) * 16
+            self.ws_bytes[g.gid] = offset
             head = [
-                "template <bool VEC>",
-                f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
+                "template <int PASS, bool VEC>",
+                f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}, "
+                "unsigned char* __restrict__ ws) {",
                 f"  typedef {gen.idx_t} idx_t;",
                 consts,
+                f"  constexpr idx_t S = {splits}, CH = {chunk};",
                 *_indent(smem, 2),
-                "  for (idx_t row = blockIdx.x; row < K; row += gridDim.x) {",
-                "    const idx_t kept = row;",
-                "    (void)kept;",
+                *ws_lines,
+                "  const idx_t row = blockIdx.y, chunk = blockIdx.x, kept = row;",
+                "  const idx_t J0 = chunk * CH, J1 = (J0 + CH < RLEN) ? J0 + CH : RLEN;",
+                "  (void)kept;",
+                "  {",
             ]
-            per_sm = max(1, min(32, 2048 // threads))
-            grid = f"stitch_grid({kept} * {threads}LL, {threads}, {per_sm})"
-            launch = [
-                f"if (vec && {str(vec_ok).lower()}) {{",
-                f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
-                "} else {",
-                f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
-                "}",
-            ]
+            grid = f"dim3({splits}, {kept})"
+            launch = []
+            for p in range(1, passes + 2):
+                launch += [
+                    f"if (vec && {str(vec_ok).lower()}) {{",
+                    f"  {g.name}_kernel<{p}, true><<<{grid}, {threads}, 0, stream>>>({names}, ws);",
+                    "} else {",
+                    f"  {g.name}_kernel<{p}, false><<<{grid}, {threads}, 0, stream>>>"
+                    f"({names}, ws);",
+                    "}",
+                ]
+            args_ws = [*args, Arg("ws", -1, "unsigned char*", "ws")]
+            src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+            return src + "\n\n" + self._launcher(g, args_ws, launch)
+        head = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
+            f"  typedef {gen.idx_t} idx_t;",
+            consts,
+            *_indent(smem, 2),
+            "  for (idx_t row = blockIdx.x; row < K; row += gridDim.x) {",
+            "    const idx_t kept = row;",
+            "    constexpr idx_t J0 = 0, J1 = RLEN;",
+            "    (void)kept;",
+        ]
+        per_sm = max(1, min(32, 2048 // threads))
+        grid = f"stitch_grid({kept} * {threads}LL, {threads}, {per_sm})"
+        launch = [
+            f"if (vec && {str(vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
+            "}",
+        ]
         src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
         return src + "\n\n" + self._launcher(g, args, launch)
 
@@ -509,18 +598,51 @@ class Codegen:
     # -- GEMM ----------------------------------------------------------------------------------
     def gemm(self, g: Group) -> GroupKernel:
         node = g.nodes[0]
-        a, b = node.uses
+        a, b = node.uses[:2]
+        bias = node.uses[2] if len(node.uses) > 2 else None
+        epilogue = str(node.params.get("epilogue", ""))
         batch = int(node.params.get("batch", 1))  # type: ignore[arg-type]
         m, k = a.shape[-2], a.shape[-1]
         n = b.shape[-1]
         # Row-major C = A B is column-major C^T = B^T A^T: pass B first.
         op_b, ldb = ("CUBLAS_OP_T", k) if b.trans else ("CUBLAS_OP_N", n)
         op_a, lda = ("CUBLAS_OP_T", m) if a.trans else ("CUBLAS_OP_N", k)
-        args = [
-            Arg("a", a.vid, "const float*", "in"),
-            Arg("b", b.vid, "const float*", "in"),
-            Arg("c", node.vid, "float*", "out"),
-        ]
+        args = [Arg("a", a.vid, "const float*", "in"), Arg("b", b.vid, "const float*", "in")]
+        if bias is not None:
+            args.append(Arg("bias", bias.vid, "const float*", "in"))
+        args.append(Arg("c", node.vid, "float*", "out"))
+        params = ", ".join(f"{x.ctype} {x.name}" for x in args)
+        what = (
+            f"// {node.origin}: C[{batch}x{m}x{n}] = A[{m}x{k}]{'^T' if a.trans else ''} "
+            f"* B[{k}x{n}]{'^T' if b.trans else ''}"
+        )
+        if bias is not None:
+            relu = "true" if epilogue == "relu_bias" else "false"
+            fused = " + bias, ReLU" if epilogue == "relu_bias" else " + bias"
+            src = "\n".join(
+                [
+                    f"{what}{fused} on cuBLASLt (epilogue fused), FP32 compute",
+                    f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
+                    "  static StitchLtPlan plans[64];",
+                    "  int dev = 0;",
+                    "  cudaGetDevice(&dev);",
+                    f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n}, {m}, {k}, "
+                    f"{ldb}, {lda}, {n}, {relu});",
+                    "  if (rc != 0) return rc;",
+                    "  void* ws = stitch_lt_workspace();",
+                    "  if (ws == nullptr) return (int)cudaErrorMemoryAllocation;",
+                    "  cublasLtMatmulDescSetAttribute(plans[dev].op, "
+                    "CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));",
+                    "  const float alpha = 1.f, beta = 0.f;",
+                    "  const cublasStatus_t st = cublasLtMatmul(stitch_cublaslt(), plans[dev].op, "
+                    "&alpha, b, plans[dev].a, a, plans[dev].b, &beta, c, plans[dev].c, c, "
+                    "plans[dev].c, &plans[dev].algo, ws, STITCH_LT_WORKSPACE, stream);",
+                    "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+                    "  return (int)cudaGetLastError();",
+                    "}",
+                ]
+            )
+            return GroupKernel(g, g.name, args, src, f"{node.origin}{fused} (cuBLASLt epilogue)")
         call = (
             f"cublasGemmStridedBatchedEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, "
             f"b, CUDA_R_32F, {ldb}, {k * n}LL, a, CUDA_R_32F, {lda}, {m * k}LL, &beta, "
@@ -532,13 +654,13 @@ class Codegen:
         )
         src = "\n".join(
             [
-                f"// {node.origin}: C[{batch}x{m}x{n}] = A[{m}x{k}]{'^T' if a.trans else ''} "
-                f"* B[{k}x{n}]{'^T' if b.trans else ''} on cuBLAS, FP32 compute",
-                f'extern "C" int {g.name}(const float* a, const float* b, float* c, '
-                "cudaStream_t stream) {",
+                f"{what} on cuBLAS, FP32 compute",
+                f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
                 "  cublasHandle_t h = stitch_cublas();",
                 "  if (h == nullptr) return STITCH_CUBLAS_ERROR;",
-                "  if (cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR;",
+                "  if (cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS) {",
+                "    return STITCH_CUBLAS_ERROR;",
+                "  }",
                 "  const float alpha = 1.f, beta = 0.f;",
                 f"  const cublasStatus_t st = {call};",
                 "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
@@ -557,6 +679,8 @@ class Codegen:
         parts.append(PREAMBLE)
         if self.uses_cublas and with_gemm:
             parts.append(CUBLAS_PREAMBLE)
+            if any(len(g.nodes[0].uses) > 2 for g in self.groups if g.kind == "gemm"):
+                parts.append(CUBLASLT_PREAMBLE)
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
                 k = self.kernel(g)

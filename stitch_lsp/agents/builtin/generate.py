@@ -8,7 +8,7 @@ from pathlib import Path
 
 from stitch_lsp.agents.builtin.codegen import Codegen
 from stitch_lsp.agents.builtin.ir import Unsupported
-from stitch_lsp.agents.builtin.partition import Group, partition
+from stitch_lsp.agents.builtin.partition import Group, fold_gemm_epilogues, partition
 from stitch_lsp.agents.builtin.pysource import candidate_source
 from stitch_lsp.models.codegen import BuiltinCandidate, FusionGroup
 
@@ -17,6 +17,12 @@ def _fusion_group(g: Group, launcher: str | None) -> FusionGroup:
     ops = [n.origin or n.fn for n in g.nodes + g.sinks]
     lines = sorted({n.line for n in g.nodes + g.sinks if n.line is not None})
     library = {"gemm": "cuBLAS (FP32 compute)", "conv": "cuDNN through PyTorch"}.get(g.kind)
+    epilogue = str(g.nodes[0].params.get("epilogue", "")) if g.kind == "gemm" else ""
+    if epilogue:
+        library = "cuBLASLt (FP32 compute, fused epilogue)"
+        ops.append("bias (cuBLASLt epilogue)")
+        if epilogue == "relu_bias":
+            ops.append("relu (cuBLASLt epilogue)")
     return FusionGroup(
         name=launcher or f"torch.nn.functional.{g.nodes[0].fn}",
         kind=g.kind,
@@ -41,7 +47,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
     try:
         graph = capture(reference)
         summary = graph.summary()
-        groups = partition(graph)
+        groups = fold_gemm_epilogues(graph, partition(graph))
         if all(g.kind == "conv" for g in groups):
             raise Unsupported(
                 "nothing to generate: the module is a convolution alone, which stays on cuDNN "

@@ -216,3 +216,60 @@ def partition(graph: Graph) -> list[Group]:
         if g.kind in ("pointwise", "reduction") and not g.outputs and not g.sinks:
             raise Unsupported(f"group {g.gid} computes nothing that is used")
     return groups
+
+
+def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
+    """Move a Linear's bias (and a ReLU right after it) into the cuBLASLt GEMM epilogue.
+
+    The add becomes an identity read of the GEMM output when other ops follow it; a group that
+    was only `bias` or `bias, relu` disappears, and the GEMM writes that group's value.
+    """
+    owner = {n.vid: g for g in groups for n in g.nodes}
+    out_vids = {u.vid for u in graph.outputs}
+    removed: set[int] = set()
+    for g in groups:
+        if g.kind != "gemm":
+            continue
+        mm = g.nodes[0]
+        if int(mm.params.get("batch", 1)) != 1 or len(mm.args) != 2:  # type: ignore[arg-type]
+            continue
+        users = [n for n in graph.nodes if any(u.vid == mm.vid for u in n.uses)]
+        if len(users) != 1 or mm.vid in out_vids:
+            continue
+        add = users[0]
+        if add.kind != "ew" or add.fn != "add" or len(add.uses) != 2:
+            continue
+        mine = [u for u in add.uses if u.vid == mm.vid]
+        other = [u for u in add.uses if u.vid != mm.vid]
+        n_out = mm.shape[-1]
+        if len(mine) != 1 or len(other) != 1 or other[0].vid not in graph.leaves:
+            continue
+        if strip_ones(other[0].shape) != (n_out,) or numel(add.shape) != numel(mm.shape):
+            continue
+        if add.shape[-1] != n_out:
+            continue
+        mm.args.append(Use(other[0].vid, (n_out,)))
+        mm.params["epilogue"] = "bias"
+        add.fn, add.args = "identity", [mine[0]]
+        tail = owner.get(add.vid)
+        if tail is None or tail.kind != "pointwise":
+            continue
+        relu = tail.nodes[1] if len(tail.nodes) == 2 else None
+        if len(tail.nodes) == 1 and tail.outputs == [add.vid]:
+            keep = add
+        elif (
+            relu is not None
+            and relu.fn == "relu"
+            and [u.vid for u in relu.uses] == [add.vid]
+            and tail.outputs == [relu.vid]
+        ):
+            keep = relu
+            mm.params["epilogue"] = "relu_bias"
+        else:
+            continue
+        # The GEMM now produces the tail's value itself.
+        graph.nodes = [n for n in graph.nodes if n not in tail.nodes]
+        mm.vid = keep.vid
+        g.outputs = [keep.vid]
+        removed.add(tail.gid)
+    return [g for g in groups if g.gid not in removed]

@@ -96,15 +96,16 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
         lines.append(
             f"        if tuple({leaf.expr}.shape) != {_py_shape(leaf.shape)}:\n"
             f"            raise ValueError(\n"
-            f'                f"{leaf.expr} has shape {{tuple({leaf.expr}.shape)}}; this ModelNew was "\n'
-            f'                "generated for {_py_shape(leaf.shape)}: generate it again for new shapes"\n'
+            f'                f"{leaf.expr} has shape {{tuple({leaf.expr}.shape)}}; this "\n'
+            f'                "ModelNew was generated for {_py_shape(leaf.shape)}: generate it "\n'
+            f'                "again for new shapes"\n'
             f"            )"
         )
         lines.append(f"        {leaf.expr} = {leaf.expr}.contiguous()")
     for leaf in graph.leaves.values():
         var[leaf.vid] = leaf.expr
     bn_modes = sorted(
-        {s.origin.split(" ")[0] for g in groups for s in g.sinks if s.origin.startswith("self.")}
+        {str(s.params["module"]) for g in groups for s in g.sinks if "module" in s.params}
     )
     for mod in bn_modes:
         lines.append(
@@ -147,6 +148,12 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
             continue
         k = kernels[g.gid]
         for a in k.args:
+            if a.role == "ws":
+                body.append(
+                    f"ws{g.gid} = torch.empty(({a.nbytes},), device={dev}, dtype=torch.uint8)"
+                    "  # partial row states"
+                )
+                var[a.vid] = f"ws{g.gid}"
             if a.role == "out":
                 shape = graph.shape_of(a.vid)
                 body.append(
@@ -175,8 +182,8 @@ def candidate_source(
     launchers = [k.name for k in cg.kernels]
     has_conv = any(g.kind == "conv" for g in groups)
     conv_note = (
-        "\n# Convolutions stay on PyTorch's cuDNN path (the library call is the heavy op); their bias\n"
-        "# and every op after them run in the generated kernels below.\n"
+        "\n# Convolutions stay on PyTorch's cuDNN path (the library call is the heavy op);\n"
+        "# their bias and every op after them run in the generated kernels below.\n"
         if has_conv
         else ""
     )
@@ -210,7 +217,8 @@ def candidate_source(
         '    """Build (nvcc, cached by content) and load the kernels once per process."""',
         "    global _lib",
         "    if _lib is None:",
-        f'        lib = load_cuda(CUDA_SOURCE, name="stitch_builtin_{digest}", libraries=("cublas",))',
+        f'        lib = load_cuda(CUDA_SOURCE, name="stitch_builtin_{digest}",',
+        '                        libraries=("cublas",))',
         "        for name in _LAUNCHERS:",
         "            getattr(lib, name).restype = ctypes.c_int",
         "        _lib = lib",

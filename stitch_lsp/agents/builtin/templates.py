@@ -1,4 +1,4 @@
-"""CUDA text the generator pastes into every candidate: math helpers, reduction states, launch sizing.
+"""CUDA text pasted into every candidate: math helpers, reduction states, launch sizing.
 
 The math follows ATen's float kernels (same formulas, float accumulation; variance sums in
 double), so results match the eager reference well inside KernelBench's 1e-4 tolerance.
@@ -26,7 +26,9 @@ static int stitch_sm_count() {
   }
   return counts[dev];
 }
-static inline bool stitch_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+static inline bool stitch_aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 static inline int stitch_grid(long long items, int threads, int blocks_per_sm) {
   long long want = (items + threads - 1) / threads;
   long long cap = (long long)stitch_sm_count() * blocks_per_sm;
@@ -43,7 +45,9 @@ __device__ __forceinline__ float st_selu(float x) {
   return 1.0507009873554804934193349852946f *
          (x > 0.f ? x : 1.6732632423543772848170429916717f * expm1f(x));
 }
-__device__ __forceinline__ float st_gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f)); }
+__device__ __forceinline__ float st_gelu(float x) {
+  return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f));
+}
 __device__ __forceinline__ float st_gelu_tanh(float x) {
   const float inner = 0.79788456080286535588f * (x + 0.044715f * x * x * x);
   return 0.5f * x * (1.f + tanhf(inner));
@@ -55,10 +59,18 @@ __device__ __forceinline__ float st_softplus(float x, float beta, float threshol
   return (x * beta) > threshold ? x : log1pf(expf(x * beta)) / beta;
 }
 __device__ __forceinline__ float st_mish(float x) { return x * tanhf(st_softplus(x, 1.f, 20.f)); }
-__device__ __forceinline__ float st_hardswish(float x) { return x * fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f; }
-__device__ __forceinline__ float st_hardsigmoid(float x) { return fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f; }
-__device__ __forceinline__ float st_hardtanh(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
-__device__ __forceinline__ float st_clamp(float x, float lo, float hi) { return fminf(fmaxf(x, lo), hi); }
+__device__ __forceinline__ float st_hardswish(float x) {
+  return x * fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f;
+}
+__device__ __forceinline__ float st_hardsigmoid(float x) {
+  return fminf(fmaxf(x + 3.f, 0.f), 6.f) / 6.f;
+}
+__device__ __forceinline__ float st_hardtanh(float x, float lo, float hi) {
+  return fminf(fmaxf(x, lo), hi);
+}
+__device__ __forceinline__ float st_clamp(float x, float lo, float hi) {
+  return fminf(fmaxf(x, lo), hi);
+}
 __device__ __forceinline__ float st_clamp_min(float x, float lo) { return fmaxf(x, lo); }
 __device__ __forceinline__ float st_clamp_max(float x, float hi) { return fminf(x, hi); }
 __device__ __forceinline__ float st_lse_finish(float m, float s) {
@@ -170,6 +182,72 @@ static cublasHandle_t stitch_cublas() {
   return handles[dev];
 }
 #define STITCH_CUBLAS_ERROR 10000
+"""
+
+CUBLASLT_PREAMBLE = r"""
+#include <cublasLt.h>
+
+// cuBLASLt handle and a 32 MiB workspace per device, for GEMMs with a fused bias epilogue.
+static cublasLtHandle_t stitch_cublaslt() {
+  static cublasLtHandle_t handles[64] = {nullptr};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (handles[dev] == nullptr && cublasLtCreate(&handles[dev]) != CUBLAS_STATUS_SUCCESS) {
+    return nullptr;
+  }
+  return handles[dev];
+}
+static const size_t STITCH_LT_WORKSPACE = 32u << 20;
+static void* stitch_lt_workspace() {
+  static void* spaces[64] = {nullptr};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (spaces[dev] == nullptr && cudaMalloc(&spaces[dev], STITCH_LT_WORKSPACE) != cudaSuccess) {
+    spaces[dev] = nullptr;
+  }
+  return spaces[dev];
+}
+
+// A column-major GEMM D = op(A) op(B) + bias (per row of D), optionally followed by ReLU.
+// The descriptors and the chosen algorithm are made once per device (the shapes are fixed).
+struct StitchLtPlan {
+  bool ready = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperation_t tb,
+                          int m, int n, int k, int lda, int ldb, int ldc, bool relu) {
+  if (plan.ready) return 0;
+  cublasLtHandle_t h = stitch_cublaslt();
+  if (h == nullptr) return STITCH_CUBLAS_ERROR;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;
+  cublasLtEpilogue_t epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+  cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+  cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+  cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, ta == CUBLAS_OP_N ? m : k,
+                             ta == CUBLAS_OP_N ? k : m, lda);
+  cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tb == CUBLAS_OP_N ? k : n,
+                             tb == CUBLAS_OP_N ? n : k, ldb);
+  cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldc);
+  cublasLtMatmulPreference_t pref = nullptr;
+  cublasLtMatmulPreferenceCreate(&pref);
+  size_t ws = STITCH_LT_WORKSPACE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(h, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1,
+                                      &heur, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;
+  if (found == 0) return STITCH_CUBLAS_ERROR + (int)CUBLAS_STATUS_NOT_SUPPORTED;
+  plan.algo = heur.algo;
+  plan.ready = true;
+  return 0;
+}
 """
 
 STATE_TYPES = {"sum": "SumS", "max": "MaxS", "min": "MinS", "moments": "MomS", "softmax": "SmxS"}

@@ -1,7 +1,6 @@
 """Honest: the extension is stored on the module in __init__ and called through that attribute,
 whose function happens to be named like a PyTorch operator."""
 
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
