@@ -334,11 +334,49 @@ async def main_async(runs: int, starts: int) -> dict[str, Any]:
     return results
 
 
+ROWS = [
+    ("spawn -> `initialize` answered (wall, includes Python start and imports)",
+     "initialize_cold_ms", None, "< 1 s"),
+    ("server CPU used until `initialize` was answered", "initialize_server_cpu_ms", None, ""),
+    ("didOpen -> publishDiagnostics (wall, not debounced)", "open_to_diagnostics_ms", None,
+     "p95 < 50 ms"),
+    ("didOpen: analysis in the server (wall / CPU)", "open_server_analysis_ms",
+     "open_server_analysis_cpu_ms", ""),
+    ("one-line edit in Python code: re-analysis in the server (wall / CPU)",
+     "edit_python_server_analysis_ms", "edit_python_server_analysis_cpu_ms", "p95 < 10 ms"),
+    ("one-line edit inside a CUDA string: re-analysis (wall / CPU)",
+     "edit_cuda_server_analysis_ms", "edit_cuda_server_analysis_cpu_ms", "p95 < 10 ms"),
+    ("one-line edit -> publishDiagnostics, debounceMs 0 (wall), Python line",
+     "edit_python_to_diagnostics_ms", None, ""),
+    ("one-line edit -> publishDiagnostics, debounceMs 0 (wall), CUDA line",
+     "edit_cuda_to_diagnostics_ms", None, ""),
+]  # fmt: skip
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The BENCHMARKS.md table for these results."""
+
+    def fmt(key: str, cpu: str | None, stat: str) -> str:
+        wall = results[key][stat]
+        if cpu is None:
+            return f"{wall:g} ms"
+        return f"{wall:g} / {results[cpu][stat]:g} ms"
+
+    out = ["| measurement | n | p50 | p95 | target |", "|---|---|---|---|---|"]
+    for label, key, cpu, target in ROWS:
+        n = results[key]["n"]
+        out.append(
+            f"| {label} | {n} | {fmt(key, cpu, 'p50_ms')} | {fmt(key, cpu, 'p95_ms')} | {target} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--starts", type=int, default=5, help="cold starts to time")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--markdown", action="store_true", help="also print the BENCHMARKS.md table")
     args = ap.parse_args()
     results = asyncio.run(main_async(args.runs, args.starts))
     results["machine"] = (
@@ -348,6 +386,8 @@ def main() -> int:
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    if args.markdown:
+        print(markdown(results))
     return 0
 
 

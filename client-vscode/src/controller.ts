@@ -7,11 +7,7 @@
  * two servers; restarts requested while one is waiting are merged into it.
  */
 
-import {
-  type Interpreter,
-  resolveInterpreter,
-  sameInterpreter,
-} from "./interpreter";
+import { type Interpreter, resolveInterpreter, sameInterpreter } from "./interpreter";
 import {
   explainInstallFailure,
   type InstallSource,
@@ -109,7 +105,9 @@ export interface Host {
   isTrusted(): boolean;
   workspaceFolders(): string[];
   pythonExtension(): Promise<PythonExtensionApi | undefined>;
-  /** Files shipped in the extension's `bundled/` folder. */
+  /** A private, empty folder to run Python in (see launchOptions). */
+  serverDirectory(): string;
+  /** Files shipped in the extension's `out/bundled/` folder (`npm run package:bundled`). */
   bundledFiles(): string[];
   env: Record<string, string | undefined>;
   platform: NodeJS.Platform;
@@ -130,9 +128,12 @@ const FROM_DISK = "Install from Folder or Wheel…";
 const NOTHING_HERE: Record<ServerCommandName, string> = {
   generate:
     "Put the cursor in an nn.Module class (e.g. a KernelBench Model) to generate its fused CUDA implementation.",
-  verify: "Put the cursor in a CUDA implementation (a ModelNew, or a file with a `# stitch-lsp: reference=` header).",
-  profile: "Put the cursor in a CUDA implementation (a ModelNew, or a file with a `# stitch-lsp: reference=` header).",
-  optimize: "Put the cursor in a CUDA implementation (a ModelNew, or a file with a `# stitch-lsp: reference=` header).",
+  verify:
+    "Put the cursor in a CUDA implementation (a ModelNew, or a file with a `# stitch-lsp: reference=` header).",
+  profile:
+    "Put the cursor in a CUDA implementation (a ModelNew, or a file with a `# stitch-lsp: reference=` header).",
+  optimize:
+    "Put the cursor in a CUDA implementation (a ModelNew, or a file with a `# stitch-lsp: reference=` header).",
 };
 
 function message(err: unknown): string {
@@ -148,8 +149,7 @@ export class ServerController {
   private restartQueued = false;
   private pendingRestart: string | undefined;
   private delayedRestart:
-    | { timer: ReturnType<typeof setTimeout>; done: Promise<void>; fire: () => void }
-    | undefined;
+    { timer: ReturnType<typeof setTimeout>; done: Promise<void>; fire: () => void } | undefined;
   private stopping = false;
   private installing = false;
   private disposed = false;
@@ -365,8 +365,14 @@ export class ServerController {
     this.host.showStatus(this.status.view());
   }
 
+  /**
+   * Python puts the working directory first on sys.path for `-c` and `-m`, so a workspace file
+   * named like a module the server imports (`profile.py`, `json.py`, a `stitch_lsp/` folder)
+   * would shadow it, and in an untrusted workspace would run. The server never reads its working
+   * directory (the workspace comes from initialize), so it runs from a private folder.
+   */
   private launchOptions(): { cwd?: string; env: Record<string, string | undefined> } {
-    return { cwd: this.host.workspaceFolders()[0], env: this.host.env };
+    return { cwd: this.host.serverDirectory(), env: this.host.env };
   }
 
   private async resolve(trusted: boolean): Promise<Interpreter> {

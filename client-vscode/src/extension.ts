@@ -45,7 +45,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   // Follow the Python extension's interpreter picker, when it is installed.
   try {
     const python = await host.pythonExtension();
-    const onEnv = python?.environments?.onDidChangeActiveEnvironmentPath ?? python?.settings?.onDidChangeExecutionDetails;
+    const onEnv =
+      python?.environments?.onDidChangeActiveEnvironmentPath ?? python?.settings?.onDidChangeExecutionDetails;
     if (onEnv !== undefined) {
       context.subscriptions.push(onEnv(() => void ctl.onInterpreterMaybeChanged()));
     }

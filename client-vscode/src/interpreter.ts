@@ -40,19 +40,18 @@ export function expandVariables(
   value: string,
   ctx: Pick<ResolveContext, "workspaceFolders" | "env" | "home">,
 ): string {
-  let out = value.replace(/\$\{(workspaceFolder|userHome|env:([A-Za-z_][A-Za-z0-9_]*))\}/g, (
-    _match: string,
-    name: string,
-    envName: string | undefined,
-  ) => {
-    if (name === "workspaceFolder") {
-      return ctx.workspaceFolders[0] ?? "";
-    }
-    if (name === "userHome") {
-      return ctx.home;
-    }
-    return ctx.env[envName ?? ""] ?? "";
-  });
+  let out = value.replace(
+    /\$\{(workspaceFolder|userHome|env:([A-Za-z_][A-Za-z0-9_]*))\}/g,
+    (_match: string, name: string, envName: string | undefined) => {
+      if (name === "workspaceFolder") {
+        return ctx.workspaceFolders[0] ?? "";
+      }
+      if (name === "userHome") {
+        return ctx.home;
+      }
+      return ctx.env[envName ?? ""] ?? "";
+    },
+  );
   if (out === "~" || out.startsWith("~/") || out.startsWith("~\\")) {
     out = ctx.home + out.slice(1);
   }

@@ -81,9 +81,7 @@ export function advertisedCommands(capabilities: ServerCapabilitiesLike | undefi
 }
 
 function isCommand(value: unknown): value is LspCommand {
-  return (
-    typeof value === "object" && value !== null && typeof (value as LspCommand).command === "string"
-  );
+  return typeof value === "object" && value !== null && typeof (value as LspCommand).command === "string";
 }
 
 /** A code action is either a Command or a CodeAction literal; this gives its command, if any. */

@@ -57,10 +57,7 @@ export function serverSettingKeys(manifest: Manifest): string[] {
  * VS Code's settings editor stores an emptied nullable string as "", which the server would read
  * as a real value (an endpoint called ""), so such values go back to null.
  */
-export function serverSettings(
-  manifest: Manifest,
-  get: (key: string) => unknown,
-): Record<string, unknown> {
+export function serverSettings(manifest: Manifest, get: (key: string) => unknown): Record<string, unknown> {
   const schemas = declaredSettings(manifest);
   const out: Record<string, unknown> = {};
   for (const key of serverSettingKeys(manifest)) {
@@ -78,10 +75,7 @@ export function serverSettings(
 }
 
 /** True when a configuration change means the server must start again (new interpreter or settings). */
-export function changeNeedsRestart(
-  manifest: Manifest,
-  affects: (section: string) => boolean,
-): boolean {
+export function changeNeedsRestart(manifest: Manifest, affects: (section: string) => boolean): boolean {
   if (affects(`${SECTION}.${INTERPRETER_KEY}`)) {
     return true;
   }

@@ -124,7 +124,9 @@ export class StatusModel {
 
   private readyView(base: string): StatusView {
     const last =
-      this.lastSpeedup === undefined ? "" : `Last speedup over PyTorch eager: ${formatSpeedup(this.lastSpeedup)}`;
+      this.lastSpeedup === undefined
+        ? ""
+        : `Last speedup over PyTorch eager: ${formatSpeedup(this.lastSpeedup)}`;
     if (!this.trusted) {
       return {
         text: `$(shield) ${base}: analysis only`,

@@ -64,7 +64,8 @@ export class VscodeHost implements Host {
   }
 
   setting(key: string): unknown {
-    const resource = vscode.window.activeTextEditor?.document.uri ?? vscode.workspace.workspaceFolders?.[0]?.uri;
+    const resource =
+      vscode.window.activeTextEditor?.document.uri ?? vscode.workspace.workspaceFolders?.[0]?.uri;
     return vscode.workspace.getConfiguration(SECTION, resource).get(key);
   }
 
@@ -87,8 +88,14 @@ export class VscodeHost implements Host {
     return extension.exports;
   }
 
+  serverDirectory(): string {
+    const folder = path.join(this.context.globalStorageUri.fsPath, "server-cwd");
+    fs.mkdirSync(folder, { recursive: true });
+    return folder;
+  }
+
   bundledFiles(): string[] {
-    const folder = path.join(this.context.extensionPath, "bundled");
+    const folder = path.join(this.context.extensionPath, "out", "bundled");
     try {
       return fs.readdirSync(folder).map((name) => path.join(folder, name));
     } catch {

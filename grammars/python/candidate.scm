@@ -22,3 +22,12 @@
 (call
   function: [(identifier) (attribute)] @thread.fn
   (#match? @thread.fn "(^|\\.)(Thread|ThreadPoolExecutor|ProcessPoolExecutor|Process|Pool|start_new_thread|Timer)$")) @thread
+
+; TF32 for fp32 matmuls: passes loose tolerances while computing something else.
+(assignment
+  left: (attribute attribute: (identifier) @tf32.attr (#eq? @tf32.attr "allow_tf32"))
+  right: (true)) @tf32
+(call
+  function: (attribute attribute: (identifier) @precision.fn
+    (#eq? @precision.fn "set_float32_matmul_precision"))
+  arguments: (argument_list) @precision.args) @precision

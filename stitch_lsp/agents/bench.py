@@ -33,6 +33,7 @@ class BenchRow(BaseModel):
     reason: str = ""
     candidate: str | None = None
     device: str | None = None
+    gpu_name: str | None = None
     generate_s: float = 0.0
     verify_s: float = 0.0
 
@@ -146,6 +147,7 @@ def _row_from_verify(row: BenchRow, result: object) -> None:
     row.status = result.status.value
     row.correct = result.status is VerifyStatus.passed
     row.device = result.device
+    row.gpu_name = result.gpu_name
     row.speedup_vs_eager = result.speedup_vs_eager
     row.speedup_vs_compile = result.speedup_vs_compile
     t = result.timing

@@ -80,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
             folder=str(folder if args.level is None else folder / f"level{args.level}"),
             coder=args.coder,
             devices=list(devices),
+            gpu_name=next((r.gpu_name for r in rows if r.gpu_name), None),
             date=date.today().isoformat(),
             rows=rows,
             summary=summarise(rows),

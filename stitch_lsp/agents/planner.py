@@ -71,6 +71,7 @@ def analyze_reference(
 ) -> ReferenceAnalysis:
     """Run the torch worker on `reference`; raise PlannerError with its stderr when it fails."""
     python = settings.python_for_workers or sys.executable
+    reference = Path(reference).resolve()  # the worker runs in the reference's folder
     with tempfile.TemporaryDirectory(prefix="stitch-plan-") as tmp:
         out = Path(tmp) / "analysis.json"
         cmd = [python, "-m", "stitch_lsp.agents.planner_worker", str(reference), "--out", str(out)]

@@ -169,7 +169,8 @@ def analyze(path: Path, *, profile: bool) -> ReferenceAnalysis:
         notes=notes,
     )
     analysis.notes.append(
-        "FLOPs: matmul/conv from torch's flop counter; other ops one FLOP per output element. "
+        "FLOPs: matmul/conv from torch's flop counter; other ops one FLOP per element of "
+        "their largest operand. "
         "Floors use FP32 without tensor cores."
     )
     if profile:
@@ -209,7 +210,8 @@ def _fx_costs(
                     OpCost(node=n.name, op=name, kind=n.op, outputs=[_meta(t) for t in outs])
                 )
                 return result
-            flops = float(counter.get_total_flops()) or float(sum(t.numel() for t in outs))
+            elements = max([t.numel() for t in outs + ins] or [0])
+            flops = float(counter.get_total_flops()) or float(elements)
             nbytes = sum(_nbytes(t) for t in ins) + sum(_nbytes(t) for t in outs)
             if n.op == "call_module":
                 sub = gm.get_submodule(n.target)

@@ -142,7 +142,9 @@ def _analyze_cuda_file(doc: Document, result: Analysis, diags: list[Diag]) -> No
             facts,
             to_range,
             launched=facts.launched_names(),
-            check_unused=not header,
+            # A file of kernels without host code is launched from elsewhere (another
+            # translation unit, NVRTC, the driver API): only a launcher file can tell.
+            check_unused=not header and any(f.kind == "function" for f in facts.functions),
             check_streams=False,
         )
     )
@@ -282,11 +284,20 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
             continue
         result.embedded.append(emb)
 
-    all_facts = [cuda_facts.facts_of_source(emb.data) for emb in result.embedded]
+    # Each string's text in the previous version of this document, to re-parse incrementally.
+    previous: dict[tuple, bytes] = doc.cache.get("cuda_sources", {})
+    current: dict[tuple, bytes] = {}
+    all_facts = []
+    for emb in result.embedded:
+        key = (emb.role, emb.name, emb.call_index)
+        all_facts.append(cuda_facts.facts_of_source(emb.data, previous.get(key)))
+        current[key] = emb.data
+    doc.cache["cuda_sources"] = current
     result.defines_model_new = facts.cls("ModelNew") is not None
     mod_classes = module_classes(facts)
     index = doc.index  # the outline is built later, maybe after the document has moved on
-    result.outline_builder = lambda: python_outline(index, facts, mod_classes, result, all_facts)
+    embedded = result.embedded  # not `result`: a closure over it would make a reference cycle
+    result.outline_builder = lambda: python_outline(index, facts, mod_classes, embedded, all_facts)
 
     launched: set[str] = set()
     for f in all_facts:

@@ -8,13 +8,15 @@ its text, so editing Python code elsewhere in a file never re-parses its CUDA.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
 from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.syntax import ancestors, collapse, first_error, text
+from stitch_lsp.analysis.text_index import LineIndex
 
 Span = tuple[int, int]  # byte offsets in the parsed source
 
@@ -405,8 +407,79 @@ def extract(root: Node, data: bytes) -> CudaFacts:
     return facts
 
 
-@lru_cache(maxsize=256)
-def facts_of_source(data: bytes) -> CudaFacts:
-    """Parse and extract a CUDA source given as bytes; cached by content (CUDA strings)."""
-    tree = grammars.parser("cuda").parse(data)
-    return extract(tree.root_node, data)
+class _SourceCache:
+    """Facts and trees of recently seen CUDA sources (the virtual texts of CUDA strings).
+
+    Keyed by content: editing Python code never re-parses a string. When a string itself is
+    edited, the tree of its previous text is edited and re-parsed incrementally."""
+
+    def __init__(self, facts_size: int = 256, trees_size: int = 32) -> None:
+        self._facts: OrderedDict[bytes, CudaFacts] = OrderedDict()
+        self._trees: OrderedDict[bytes, Tree] = OrderedDict()
+        self._sizes = (facts_size, trees_size)
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._facts.clear()
+            self._trees.clear()
+
+    def facts(self, data: bytes, previous: bytes | None = None) -> CudaFacts:
+        with self._lock:
+            found = self._facts.get(data)
+            if found is not None:
+                self._facts.move_to_end(data)
+                return found
+            old = self._trees.get(previous) if previous is not None else None
+        tree = _parse(data, previous, old)
+        facts = extract(tree.root_node, data)
+        with self._lock:
+            self._facts[data] = facts
+            self._trees[data] = tree
+            for store, size in zip((self._facts, self._trees), self._sizes, strict=True):
+                while len(store) > size:
+                    store.popitem(last=False)
+        return facts
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    ma, mb = memoryview(a), memoryview(b)
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ma[:mid] == mb[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _parse(data: bytes, previous: bytes | None, old: Tree | None) -> Tree:
+    parser = grammars.parser("cuda")
+    if previous is None or old is None:
+        return parser.parse(data)
+    start = _common_prefix(previous, data)
+    limit = min(len(previous), len(data)) - start
+    suffix = _common_prefix(previous[::-1], data[::-1])
+    suffix = min(suffix, limit)
+    old_end, new_end = len(previous) - suffix, len(data) - suffix
+    old_index, new_index = LineIndex(previous), LineIndex(data)
+    edited = old.copy()  # the cached tree stays valid for its own text
+    edited.edit(
+        start_byte=start,
+        old_end_byte=old_end,
+        new_end_byte=new_end,
+        start_point=old_index.byte_to_point(start),
+        old_end_point=old_index.byte_to_point(old_end),
+        new_end_point=new_index.byte_to_point(new_end),
+    )
+    return parser.parse(data, edited)
+
+
+SOURCES = _SourceCache()
+
+
+def facts_of_source(data: bytes, previous: bytes | None = None) -> CudaFacts:
+    """Facts of a CUDA source given as bytes, cached by content. `previous` is the text this
+    one was edited from, if known: its tree is then reused."""
+    return SOURCES.facts(data, previous)

@@ -14,7 +14,6 @@ from stitch_lsp.analysis.cuda_facts import CudaFacts, RawFunction, Span
 from stitch_lsp.analysis.diag import Range
 from stitch_lsp.analysis.embedded import EmbeddedCuda
 from stitch_lsp.analysis.model import (
-    Analysis,
     FunctionInfo,
     KernelInfo,
     LaunchInfo,
@@ -109,7 +108,7 @@ def python_outline(
     index: LineIndex,
     facts: PyFacts,
     mod_classes: list[PyClass],
-    result: Analysis,
+    embedded: list[EmbeddedCuda],
     all_facts: list[CudaFacts],
 ) -> Outline:
     """Modules, functions, kernels and the symbol tree of a Python file."""
@@ -166,7 +165,7 @@ def python_outline(
             out.get_init_inputs = info_fn
 
     # CUDA facts of each string.
-    for j, (emb, f) in enumerate(zip(result.embedded, all_facts, strict=True)):
+    for j, (emb, f) in enumerate(zip(embedded, all_facts, strict=True)):
 
         def to_range(span: tuple[int, int], emb: EmbeddedCuda = emb) -> Range:
             return emb.virtual_bytes_to_document(span[0], span[1])

@@ -155,6 +155,7 @@ def check_candidate(ctx: CandidateContext) -> list[Diag]:
         if fwd is not None:
             _check_noop(ctx, fwd)
             _check_constant_output(ctx, fwd)
+            _check_input_mutation(ctx, fwd)
     for _, fn in code:
         found = _body_facts(fn)
         calls = _calls(found)
@@ -182,7 +183,7 @@ _THREAD_HINTS = (b"Thread", b"Process", b"Pool", b"start_new_thread", b"Timer")
 def check_file_wide(ctx: CandidateContext, root: Node, data: bytes) -> list[Diag]:
     """Timer patching, side streams and threads, anywhere in a candidate file."""
     hits = [m.start() for m in _FILE_WIDE_HINT.finditer(data)]
-    hits += grammars.find_all(data, (b"setattr", b"patch"))
+    hits += grammars.find_all(data, (b"setattr", b"patch", b"allow_tf32", b"_matmul_precision"))
     threads_imported = any(_THREAD_MODULES.search(text(i)) for i in ctx.facts.imports)
     if threads_imported:
         hits += grammars.find_all(data, _THREAD_HINTS)
@@ -215,6 +216,22 @@ def check_file_wide(ctx: CandidateContext, root: Node, data: bytes) -> list[Diag
             "uses a CUDA stream other than the current one: work there is invisible to the "
             "benchmark's events; launch on torch.cuda.current_stream()",
         )
+    if ctx.reference_fp32:
+        tf32 = found.get("tf32", []) + [
+            call
+            for call, args in zip(
+                found.get("precision", []), found.get("precision.args", []), strict=False
+            )
+            if "highest" not in text(args)
+        ]
+        for node in tf32:
+            ctx.add(
+                node,
+                Severity.warning,
+                "downcast",
+                "lets fp32 matmuls run in TF32 (10-bit mantissa): the reference is full fp32, "
+                "and TF32 only passes because the tolerance is loose",
+            )
     if threads_imported:
         for call in found.get("thread", []):
             ctx.add(
@@ -603,6 +620,136 @@ def _check_downcast(ctx: CandidateContext, calls: list[Call]) -> None:
                 f"`{text(call.node)[:60]}` lowers fp32 work to 16-bit: the reference is fp32, "
                 "so this is a different (less precise) computation",
             )
+
+
+_NOT_MUTATIONS = frozenset({"requires_grad_", "share_memory_", "retain_grad"})
+# Methods that return the same storage: the result still is the input.
+_ALIAS_METHODS = frozenset(
+    {"contiguous", "view", "view_as", "reshape", "flatten", "squeeze", "unsqueeze", "detach", "t"}
+)
+
+
+def _alias_of(expr: Node | None, aliases: set[str]) -> bool:
+    """Whether an expression is (a view of) one of `aliases`."""
+    while expr is not None:
+        if expr.type == "identifier":
+            return text(expr) in aliases
+        if expr.type == "parenthesized_expression" and expr.named_child_count == 1:
+            expr = expr.named_children[0]
+            continue
+        fn = expr.child_by_field_name("function") if expr.type == "call" else None
+        if (
+            fn is not None
+            and fn.type == "attribute"
+            and text(fn.child_by_field_name("attribute")) in _ALIAS_METHODS
+        ):
+            expr = fn.child_by_field_name("object")
+            continue
+        return False
+    return False
+
+
+def _handed_to_call(ident: Node) -> bool:
+    """`f(x)`, `f(x.data_ptr())`, `f(ctypes.c_void_p(x.data_ptr()))`: a callee may write it."""
+    node = ident
+    parent = node.parent
+    if (
+        parent is not None
+        and parent.type == "attribute"
+        and parent.child_by_field_name("object") == node
+    ):
+        call = parent.parent
+        if text(parent.child_by_field_name("attribute")) != "data_ptr" or call is None:
+            return False
+        node, parent = call, call.parent
+    while parent is not None and parent.type in ("argument_list", "keyword_argument", "call"):
+        if parent.type in ("argument_list", "keyword_argument"):
+            return True
+        node, parent = parent, parent.parent
+    return False
+
+
+def _check_input_mutation(ctx: CandidateContext, fwd: Node) -> None:
+    """In-place writes to forward's inputs (x.zero_(), x[...] = v, x.data = t, or returning an
+    input a launcher wrote into): the reference and later trials then see different inputs."""
+    params = [p for p in param_names(fwd) if p != "self" and not p.startswith("*")]
+    body = fwd.child_by_field_name("body")
+    if not params or body is None:
+        return
+    events: list[Node] = []
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if node.type in ("assignment", "call", "return_statement"):
+            events.append(node)
+        if node.type not in ("function_definition", "lambda", "class_definition"):
+            stack.extend(node.named_children)
+    events.sort(key=lambda n: n.start_byte)
+    aliases = set(params)
+    handed: set[str] = set()  # aliases a call received: it may have written them
+    for node in events:
+        if node.type == "assignment":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if left is not None and left.type == "identifier":
+                if _alias_of(right, aliases):
+                    aliases.add(text(left))
+                else:
+                    aliases.discard(text(left))
+            elif left is not None and left.type in ("subscript", "attribute"):
+                target = left.child_by_field_name("value" if left.type == "subscript" else "object")
+                if target is not None and target.type == "identifier" and text(target) in aliases:
+                    _mutation(ctx, left, text(target))
+        elif node.type == "call":
+            fn = node.child_by_field_name("function")
+            if fn is not None and fn.type == "attribute":
+                obj = fn.child_by_field_name("object")
+                method = text(fn.child_by_field_name("attribute"))
+                if (
+                    obj is not None
+                    and obj.type == "identifier"
+                    and text(obj) in aliases
+                    and method.endswith("_")
+                    and not method.startswith("_")
+                    and method not in _NOT_MUTATIONS
+                ):
+                    _mutation(ctx, node, text(obj))
+            args = node.child_by_field_name("arguments")
+            for ident in _identifiers_in(args, aliases):
+                if _handed_to_call(ident):
+                    handed.add(text(ident))
+        elif node.named_children:
+            value = node.named_children[0]
+            items = value.named_children if value.type in ("tuple", "expression_list") else [value]
+            for item in items:
+                if item.type == "identifier" and text(item) in aliases and text(item) in handed:
+                    ctx.add(
+                        item,
+                        Severity.warning,
+                        "input-mutation",
+                        f"returns `{text(item)}`, which is an input a launcher was given: the "
+                        "result is written over the input",
+                    )
+
+
+def _identifiers_in(node: Node | None, names: set[str]) -> list[Node]:
+    out: list[Node] = []
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if n.type == "identifier" and text(n) in names:
+            out.append(n)
+        stack.extend(n.named_children)
+    return out
+
+
+def _mutation(ctx: CandidateContext, node: Node, name: str) -> None:
+    ctx.add(
+        node,
+        Severity.warning,
+        "input-mutation",
+        f"writes into the input `{name}` in place: the reference and later trials would see "
+        "changed inputs",
+    )
 
 
 def reference_is_low_precision(source: str) -> bool:

@@ -55,6 +55,11 @@ RULES: dict[str, Rule] = {
             "fp32 work cast to fp16/bf16 is not the same computation as the fp32 reference.",
             KERNELBENCH,
         ),
+        Rule(
+            "input-mutation",
+            "forward writes into its inputs in place (zeroing them is a known exploit).",
+            KERNELBENCH,
+        ),
         Rule("input-cache", "Results cached on input pointers/identity skip the work.", STITCHCUDA),
         Rule("constant-output", "The output does not depend on the inputs.", STITCHCUDA),
         Rule("kernel-unused", "A __global__ kernel is defined but never launched.", STITCHCUDA),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import inspect
 import sys
 import time
@@ -104,6 +105,8 @@ def register_handlers(server: StitchServer) -> None:
             ls.warm_up()
         except Exception as exc:
             ls.report_error("warming up the analysis", exc)
+        # Everything loaded so far lives as long as the server: keep it out of GC passes.
+        gc.freeze()
         await ls.refresh_devices()
         gpus = ", ".join(ls.jobs.devices) or "none"
         mode = "trusted" if ls.trusted else "untrusted: analysis only, nothing is executed"
@@ -150,7 +153,8 @@ def register_handlers(server: StitchServer) -> None:
                 else:
                     state.doc.apply_change(None, change.text)
         except Exception as exc:
-            # Out-of-sync edit: resync from pygls's own copy of the text rather than drift.
+            # An edit we could not apply: take pygls's copy of the text, the best one left
+            # (it mishandles some out-of-range edits that our Document clamps per the spec).
             ls.report_error("applying an edit (resynced the whole text)", exc)
             state.doc.apply_change(None, ls.workspace.get_text_document(uri).source)
         state.doc.version = version

@@ -7,6 +7,7 @@ the Coder is a scripted loopback endpoint.
 from __future__ import annotations
 
 import ast
+import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +18,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig
 
 from stitch_lsp.runtime.fastcuda import find_nvcc
-from tests.agents.fake_openai import FakeOpenAI
+from tests.agents.fake_openai import Fail, FakeOpenAI
 from tests.server.lsp_client import (
     SERVER_COMMAND,
     StitchClient,
@@ -26,6 +27,7 @@ from tests.server.lsp_client import (
     make_client,
     open_file,
     wait_for_diagnostics,
+    wait_until,
 )
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -173,3 +175,31 @@ async def test_optimize_needs_a_gpu_and_lens_shows_on_modelnew(
         lsp.ExecuteCommandParams(command="stitch.optimize", arguments=[uri])
     )
     assert not result["ok"] and "needs a CUDA GPU" in result["message"]
+
+
+async def test_cancelling_the_progress_stops_the_run(client: StitchClient, tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    ref = Path(shutil.copy(DATA / "scale_relu.py", tmp_path / "scale_relu.py"))
+    with FakeOpenAI() as endpoint:
+        endpoint.script.coder.append(Fail(hang_s=20.0))
+        settings = {"llmBaseUrl": endpoint.base_url, "llmTimeoutS": 60, "maxAttempts": 2}
+        await initialize(client, tmp_path, settings=settings, trusted=True)
+        uri = await open_file(client, ref)
+        await wait_for_diagnostics(client, uri)
+        run = asyncio.ensure_future(
+            client.workspace_execute_command_async(
+                lsp.ExecuteCommandParams(command="stitch.generate", arguments=[uri])
+            )
+        )
+
+        def coding() -> str | None:
+            for token, reports in client.progress_reports.items():
+                if any(getattr(r, "message", None) == "Coding attempt 1/2" for r in reports):
+                    return token
+            return None
+
+        await wait_until(lambda: coding() is not None, 60)
+        client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=coding()))
+        result = await asyncio.wait_for(run, 15)
+    assert result["ok"] is False and result["state"] == "cancelled"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scale_relu.py"]

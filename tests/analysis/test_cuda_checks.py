@@ -97,3 +97,8 @@ def test_cuda_parse_error_in_string_is_information_and_mapped() -> None:
     (err,) = codes(result, "parse-error")
     assert err.severity.value == "information" and err.line == 5
     assert {k.name for k in result.kernels} == {"k"}  # what parsed was still read
+
+
+def test_kernels_without_host_code_are_not_reported_unused() -> None:
+    result = cu("__global__ void k(float* x) { x[0] = 0.f; }\n")
+    assert codes(result, "kernel-unused") == []

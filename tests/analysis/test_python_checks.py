@@ -384,3 +384,78 @@ def test_reference_header_file_decides_precision(tmp_path) -> None:
     )
     result = analyze(Document.from_path(tmp_path / "cand.py"))
     assert only(result, "downcast", "warning")
+
+
+# -- input-mutation and TF32 -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "forward", ["y = ext.relu(x)\nx.zero_()\nreturn y", "y = ext.relu(x)\nx[:] = 0\nreturn y"]
+)
+def test_input_mutation(forward: str) -> None:
+    assert only(run(candidate(forward)), "input-mutation", "warning")
+
+
+def test_result_written_over_the_input() -> None:
+    forward = (
+        "x = x.contiguous()\ny = x\n"
+        "ext.launch(x.data_ptr(), ctypes.c_void_p(y.data_ptr()), x.numel())\nreturn y"
+    )
+    assert only(run(candidate(forward)), "input-mutation", "warning")
+    forward = "ext.relu_inplace(x)\nreturn x"
+    assert only(run(candidate(forward)), "input-mutation", "warning")
+
+
+def test_rebound_input_and_own_buffers_are_fine() -> None:
+    forward = (
+        "x = ext.scale(x)\nx.relu_()\nout = torch.empty_like(x)\nout.zero_()\n"
+        "x.requires_grad_(False)\nreturn ext.relu(x)"
+    )
+    assert only(run(candidate(forward)), "input-mutation") == []
+    forward = (
+        "x = x.contiguous()\ny = torch.empty_like(x)\n"
+        "ext.launch(x.data_ptr(), y.data_ptr(), x.size(0))\nreturn y"
+    )
+    assert only(run(candidate(forward)), "input-mutation") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.backends.cuda.matmul.allow_tf32 = True",
+        "torch.set_float32_matmul_precision('high')",
+    ],
+)
+def test_tf32(line: str) -> None:
+    assert only(run(candidate("return ext.relu(x)", tail=line + "\n")), "downcast", "warning")
+
+
+def test_full_precision_setting_is_fine() -> None:
+    tail = (
+        "torch.set_float32_matmul_precision('highest')\n"
+        "torch.backends.cuda.matmul.allow_tf32 = False\n"
+    )
+    assert only(run(candidate("return ext.relu(x)", tail=tail)), "downcast") == []
+
+
+def test_half_conversion_inside_the_kernel() -> None:
+    top = KERNEL.replace(
+        "if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;",
+        "if (i < n) y[i] = __half2float(__float2half(x[i]));",
+    )
+    result = run(candidate("return ext.relu(x)", top=top))
+    (finding,) = only(result, "downcast", "warning")
+    assert "16-bit" in finding.message
+    assert only(run(candidate("return ext.relu(x)")), "downcast") == []
+
+
+def test_cupy_and_triton_kernels_count_as_custom_cuda() -> None:
+    cupy_top = (
+        "import cupy as cp\n"
+        "relu = cp.RawKernel(r'''extern \"C\" __global__ void relu(float* x) {}''', 'relu')\n"
+    )
+    result = run(candidate("relu((1,), (256,), (x,))\nreturn torch.sigmoid(x)", top=cupy_top))
+    assert [f.severity.value for f in only(result, "torch-op")] == ["warning"]
+    triton_top = "import triton\n@triton.jit\ndef add_kernel(x_ptr, n):\n    pass\n"
+    result = run(candidate("add_kernel[(1,)](x, 4)\nreturn torch.sigmoid(x)", top=triton_top))
+    assert [f.severity.value for f in only(result, "torch-op")] == ["warning"]

@@ -6,6 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stitch_lsp.analysis import Document, analyze, symbol_at
+from stitch_lsp.analysis.cuda_facts import SOURCES as CUDA_CACHE
+from stitch_lsp.analysis.cuda_facts import extract, facts_of_source
+from stitch_lsp.analysis.grammars import parser
 from stitch_lsp.analysis.text_index import utf16_len
 
 from .conftest import DATA, REPO
@@ -56,8 +59,10 @@ def test_incremental_analysis_equals_fresh(which: int, edits: list[tuple[float, 
         doc.apply_change((*_position(text, start), *_position(text, end)), new)
         text = text[:start] + new + text[end:]
         analyze(doc)  # every intermediate version is analysed, as in the editor
+    incremental = _summary(doc)
+    CUDA_CACHE.clear()  # the fresh document parses its CUDA strings from scratch
     fresh = Document("file:///tmp/fuzz.py", text, "python")
-    assert _summary(doc) == _summary(fresh)
+    assert incremental == _summary(fresh)
     result = analyze(doc)
     for line in range(0, text.count("\n") + 1, 7):
         symbol_at(result, line, 4)
@@ -77,3 +82,18 @@ def test_arbitrary_bytes_never_crash(data: bytes, lang: str) -> None:
 def test_truncated_cuda_never_crashes(cut: int) -> None:
     result = analyze(Document("file:///tmp/k.cu", CUDA[:cut], "cuda-cpp"))
     _ = result.symbols
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cut=st.integers(0, len(CUDA)),
+    length=st.integers(0, 20),
+    new=st.sampled_from(["", " ", "x", "\n", "}", "<<<1, 64>>>", "__global__ void z() {}\n"]),
+)
+def test_incremental_cuda_string_parse_equals_fresh(cut: int, length: int, new: str) -> None:
+    old = CUDA.encode()
+    data = old[:cut] + new.encode() + old[cut + length :]
+    facts_of_source(old)
+    incremental = facts_of_source(data, previous=old)
+    fresh = extract(parser("cuda").parse(data).root_node, data)
+    assert incremental == fresh

@@ -96,12 +96,23 @@ def run_graph(
                 out = x.sum(axes, keepdim=True)
             elif n.fn in ("max", "min"):
                 out = x.amax(axes, keepdim=True) if n.fn == "max" else x.amin(axes, keepdim=True)
+            elif n.fn in ("argmax", "argmin"):
+                fn = torch.argmax if n.fn == "argmax" else torch.argmin
+                out = fn(x, dim=axes[0], keepdim=True)
             elif n.fn == "moments":
                 var, mean = torch.var_mean(x, axes, keepdim=True, correction=0)
                 out = mean if field == "mean" else var
             else:
                 m = x.amax(axes, keepdim=True)
                 out = m if field == "max" else torch.exp(x - m).sum(axes, keepdim=True)
+        elif n.kind == "pool":
+            nd = len(n.shape) - 2
+            if n.fn == "max_pool":
+                fn = getattr(F, f"max_pool{nd}d")
+                out = fn(args[0], p["kernel"], p["stride"], p["padding"], p["dilation"])
+            else:
+                fn = getattr(F, f"avg_pool{nd}d")
+                out = fn(args[0], p["kernel"], p["stride"], p["padding"])
         elif n.kind == "gemm":
             out = torch.matmul(args[0], args[1])
         elif n.kind == "conv":

@@ -151,6 +151,29 @@ PROBLEMS["mlp_relu_epilogues"] = problem(
     "torch.randn(12, 40)",
 )
 
+PROBLEMS["conv_maxpool_tail"] = problem(
+    "self.conv = nn.Conv2d(3, 5, 3)\nself.pool = nn.MaxPool2d(2)",
+    "x = self.pool(torch.relu(self.conv(x)))\nreturn torch.sigmoid(x) * 2.0",
+    "torch.randn(2, 3, 15, 12)",
+)
+PROBLEMS["pools_padded"] = problem(
+    "",
+    "a = F.max_pool2d(x, 3, 2, 1)\nb = F.avg_pool2d(x, 3, 2, 1)\nreturn a - b",
+    "torch.randn(2, 4, 11, 9)",
+)
+PROBLEMS["maxpool3d_dilated"] = problem(
+    "self.pool = nn.MaxPool3d(kernel_size=2, stride=2, dilation=2)",
+    "return self.pool(x) + 1.0",
+    "torch.randn(2, 3, 9, 8, 7)",
+)
+
+PROBLEMS["argmax_middle"] = problem("", "return torch.argmax(x, dim=1)", "torch.randn(3, 37, 5)")
+PROBLEMS["argmin_rows_ties"] = problem(
+    "",
+    "return torch.argmin(torch.relu(x), dim=-1)",
+    "torch.randn(6, 301)",
+)
+
 # Few, long rows: each row is split over several blocks (partial states in a workspace).
 PROBLEMS["split_layer_norm_odd"] = problem(
     "self.ln = nn.LayerNorm(100003)", "return self.ln(x) * 2.0", "torch.randn(3, 100003)"
@@ -175,9 +198,9 @@ PROBLEMS["split_mse"] = (
 )
 
 UNSUPPORTED: dict[str, tuple[str, str]] = {
-    "maxpool": (
-        problem("self.pool = nn.MaxPool2d(2)", "return self.pool(x)", "torch.randn(2, 3, 8, 8)"),
-        "MaxPool2d",
+    "argmax_math": (
+        problem("", "return torch.argmax(x, dim=1) * 2", "torch.randn(4, 9)"),
+        "argmax",
     ),
     "cumsum": (problem("", "return torch.cumsum(x, dim=1)", "torch.randn(4, 9)"), "cumsum"),
     "dropout_train": (

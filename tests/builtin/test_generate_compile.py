@@ -29,6 +29,9 @@ COMPILE_SET = [
     "bmm",
     "split_batch_norm_2d",
     "split_layer_norm_odd",
+    "pools_padded",
+    "maxpool3d_dilated",
+    "argmax_middle",
 ]
 
 
@@ -116,3 +119,29 @@ def test_level2_coverage(kernelbench_dir: Path, tmp_path: Path) -> None:
             lt = any("epilogue" in op for g in cand.groups for op in g.ops)
             assert kinds & {"pointwise", "reduction"} or lt, f.name
     assert len(handled) >= 0.6 * len(files), f"handled {len(handled)}/{len(files)}"
+
+
+def test_generate_candidate_runs_the_worker(tmp_path: Path) -> None:
+    """The torch-free API: a subprocess does the work; the header is relative to the output."""
+    from stitch_lsp.agents.builtin import generate_candidate
+    from stitch_lsp.config import Settings
+
+    ref = write_problem(tmp_path, "ref", PROBLEMS["linear_relu_vec"])
+    out = tmp_path / "out"
+    out.mkdir()
+    cand = generate_candidate(ref, Settings(), candidate_dir=out)
+    assert cand.handled, cand.reason
+    assert cand.source is not None and cand.source.startswith("# stitch-lsp: reference=../ref.py")
+    assert [g.kind for g in cand.groups] == ["gemm", "pointwise"]
+    assert cand.groups[0].library and "cuBLASLt" in cand.groups[0].library
+
+
+def test_generate_candidate_reports_failures(tmp_path: Path) -> None:
+    from stitch_lsp.agents.builtin import generate_candidate
+    from stitch_lsp.config import Settings
+
+    missing = generate_candidate(tmp_path / "nope.py", Settings())
+    assert not missing.handled and "no such file" in missing.reason
+    ref = write_problem(tmp_path, "ref", PROBLEMS["softmax_rows"])
+    bad = generate_candidate(ref, Settings(python_for_workers=str(tmp_path / "no-python")))
+    assert not bad.handled and "cannot start" in bad.reason

@@ -83,7 +83,20 @@ local ok, err = pcall(function()
     end
   end
   if first and result.code_action_provider then
-    local line_diags = vim.lsp.diagnostic.get_line_diagnostics(bufnr, first.lnum)
+    -- LSP-shaped diagnostics of that line, built from vim.diagnostic items (works on 0.7 to 0.11).
+    local line_diags = {}
+    for _, d in ipairs(vim.diagnostic.get(bufnr, { lnum = first.lnum })) do
+      table.insert(line_diags, {
+        range = {
+          start = { line = d.lnum, character = d.col },
+          ["end"] = { line = d.end_lnum or d.lnum, character = d.end_col or d.col },
+        },
+        severity = d.severity,
+        message = d.message,
+        code = d.code,
+        source = d.source,
+      })
+    end
     local params = {
       textDocument = { uri = vim.uri_from_bufnr(bufnr) },
       range = {

@@ -6,20 +6,29 @@
  */
 
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { after, before, describe, it } from "node:test";
 import { CLIENT_COMMANDS } from "../../src/controller";
 import { context, loadBundle, until } from "../support/bundle";
-import { makeFakeVscode } from "../support/fakeVscode";
+import { fakeDocument, makeFakeVscode } from "../support/fakeVscode";
 import { FIXTURES, testPython } from "./session";
 
 describe("the bundled extension with the real server", { timeout: 90_000 }, () => {
+  // model.py, open in the editor with an unsaved edit, the cursor inside `class Model`.
+  const modelFile = path.join(FIXTURES, "model.py");
+  const unsaved = `# an unsaved edit\n${fs.readFileSync(modelFile, "utf8")}`;
+  const classLine = unsaved.split("\n").findIndex((l) => l.startsWith("class Model"));
   const fake = makeFakeVscode({
     settings: { "python.interpreter": [testPython()], "trace.server": "off" },
     workspaceFolder: FIXTURES,
+    documents: [fakeDocument(modelFile, "python", unsaved)],
+    cursor: { line: classLine + 2, character: 8 },
   });
   const ctx = context();
   let loaded: ReturnType<typeof loadBundle>;
-  const startsLogged = () => fake.output.filter((l) => l.includes("stitch-lsp ") && l.includes(" in ")).length;
+  const startsLogged = () =>
+    fake.output.filter((l) => l.includes("stitch-lsp ") && l.includes(" in ")).length;
 
   before(() => {
     loaded = loadBundle(fake);
@@ -32,7 +41,11 @@ describe("the bundled extension with the real server", { timeout: 90_000 }, () =
   it("starts the server and shows its status in the status bar", async () => {
     await loaded.extension.activate(ctx);
     // The server's first stitch/status ("stitch-lsp ready ...") lands in the item's tooltip.
-    await until("the server's first stitch/status", () => /stitch-lsp ready/.test(String(fake.statusItem.tooltip)), fake);
+    await until(
+      "the server's first stitch/status",
+      () => /stitch-lsp ready/.test(String(fake.statusItem.tooltip)),
+      fake,
+    );
     assert.equal(fake.statusItem.text, "$(circuit-board) Stitch");
     assert.deepEqual(
       fake.messages.filter((m) => m.level === "error"),
@@ -54,13 +67,29 @@ describe("the bundled extension with the real server", { timeout: 90_000 }, () =
     }
   });
 
+  it("runs Generate from the palette through the server's code action, over the real client", async () => {
+    const before = fake.messages.length;
+    await fake.registered.get("stitch.generateFusedImplementation")!();
+    // The server refuses to work from a file whose disk text differs from the editor's, and says
+    // so through window/showMessage, which the client shows as a VS Code warning.
+    await until("the server's message", () => fake.messages.length > before, fake);
+    const shown = fake.messages.slice(before);
+    assert.ok(
+      shown.some((m) => m.level === "warn" && /save the file first/.test(m.text)),
+      JSON.stringify(shown),
+    );
+    assert.match(fake.output.join("\n"), /Running "Generate fused CUDA implementation" \(stitch\.generate\)/);
+  });
+
   it("restarts the server when a server setting changes, and not for the trace level", async () => {
     const before = startsLogged();
     fake.configuration.fire({ affectsConfiguration: (s: string) => s === "stitch.trace.server" });
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(startsLogged(), before);
     fake.settings.llmModel = "another-model";
-    fake.configuration.fire({ affectsConfiguration: (s: string) => s === "stitch.llmModel" || s === "stitch" });
+    fake.configuration.fire({
+      affectsConfiguration: (s: string) => s === "stitch.llmModel" || s === "stitch",
+    });
     await until("a second server start", () => startsLogged() === before + 1, fake);
     await until("the new server's status", () => fake.statusItem.text.startsWith("$(circuit-board)"), fake);
   });

@@ -84,7 +84,10 @@ describe("protocol end to end (trusted workspace)", { timeout: 90_000 }, () => {
     const symbols = (await session.request("textDocument/documentSymbol", { textDocument: { uri } })) as {
       name: string;
     }[];
-    assert.ok(symbols.some((s) => s.name === "Model"), `no Model symbol in ${JSON.stringify(symbols)}`);
+    assert.ok(
+      symbols.some((s) => s.name === "Model"),
+      `no Model symbol in ${JSON.stringify(symbols)}`,
+    );
     const hover = (await session.request("textDocument/hover", {
       textDocument: { uri },
       position: { line: 6, character: 7 }, // `class Model`
@@ -148,6 +151,28 @@ describe("protocol end to end (trusted workspace)", { timeout: 90_000 }, () => {
 });
 
 describe("protocol end to end (untrusted workspace)", { timeout: 60_000 }, () => {
+  it("runs nothing the workspace ships, even files named like the modules the server imports", async () => {
+    const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "stitch-hostile-"));
+    const marker = path.join(workspace, "EXECUTED");
+    const payload = `open(${JSON.stringify(marker)}, "w").write("ran")\n`;
+    fs.mkdirSync(path.join(workspace, "stitch_lsp"));
+    fs.writeFileSync(path.join(workspace, "stitch_lsp", "__init__.py"), payload);
+    for (const name of ["json.py", "typing.py", "asyncio.py", "profile.py"]) {
+      fs.writeFileSync(path.join(workspace, name), payload);
+    }
+    fs.copyFileSync(path.join(FIXTURES, "model_new_fallback.py"), path.join(workspace, "model_new.py"));
+    const session = await ServerSession.start({ trusted: false, workspace });
+    try {
+      const uri = await session.open(path.join(workspace, "model_new.py"), "python");
+      const diagnostics = await session.diagnosticsFor(uri);
+      assert.ok(diagnostics.some((d) => d.code === "stitch.torch-fallback"));
+      assert.ok(!fs.existsSync(marker), "a workspace file was executed");
+    } finally {
+      assert.equal(await session.close(), 0);
+      fs.rmSync(workspace, { recursive: true, force: true });
+    }
+  });
+
   it("advertises no command that executes code, and still analyses", async () => {
     const session = await ServerSession.start({ trusted: false });
     try {

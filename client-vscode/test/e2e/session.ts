@@ -5,6 +5,7 @@
 
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import {
   createMessageConnection,
@@ -42,7 +43,10 @@ export function fileUri(file: string): string {
 /** What VS Code (through vscode-languageclient 9) declares, for the parts this server reads. */
 export const VSCODE_CAPABILITIES = {
   general: { positionEncodings: ["utf-16"] },
-  window: { workDoneProgress: true, showMessage: { messageActionItem: { additionalPropertiesSupport: true } } },
+  window: {
+    workDoneProgress: true,
+    showMessage: { messageActionItem: { additionalPropertiesSupport: true } },
+  },
   workspace: {
     applyEdit: true,
     configuration: true,
@@ -60,7 +64,12 @@ export const VSCODE_CAPABILITIES = {
   },
   textDocument: {
     synchronization: { dynamicRegistration: true, didSave: true, willSave: true },
-    publishDiagnostics: { relatedInformation: true, versionSupport: false, codeDescriptionSupport: true, dataSupport: true },
+    publishDiagnostics: {
+      relatedInformation: true,
+      versionSupport: false,
+      codeDescriptionSupport: true,
+      dataSupport: true,
+    },
     hover: { dynamicRegistration: true, contentFormat: ["markdown", "plaintext"] },
     documentSymbol: { dynamicRegistration: true, hierarchicalDocumentSymbolSupport: true },
     codeAction: {
@@ -71,7 +80,16 @@ export const VSCODE_CAPABILITIES = {
       resolveSupport: { properties: ["edit"] },
       codeActionLiteralSupport: {
         codeActionKind: {
-          valueSet: ["", "quickfix", "refactor", "refactor.extract", "refactor.inline", "refactor.rewrite", "source", "source.organizeImports"],
+          valueSet: [
+            "",
+            "quickfix",
+            "refactor",
+            "refactor.extract",
+            "refactor.inline",
+            "refactor.rewrite",
+            "source",
+            "source.organizeImports",
+          ],
         },
       },
       honorsChangeAnnotations: false,
@@ -82,7 +100,13 @@ export const VSCODE_CAPABILITIES = {
 
 export interface Published {
   uri: string;
-  diagnostics: { range: { start: { line: number; character: number } }; severity?: number; code?: string | number; message: string; source?: string }[];
+  diagnostics: {
+    range: { start: { line: number; character: number } };
+    severity?: number;
+    code?: string | number;
+    message: string;
+    source?: string;
+  }[];
 }
 
 export class ServerSession {
@@ -114,7 +138,9 @@ export class ServerSession {
       this.wake();
     });
     conn.onNotification("window/logMessage", (params: { message: string }) => this.logs.push(params.message));
-    conn.onNotification("window/showMessage", (params: { message: string }) => this.logs.push(params.message));
+    conn.onNotification("window/showMessage", (params: { message: string }) =>
+      this.logs.push(params.message),
+    );
     conn.onNotification("$/progress", () => this.wake());
     conn.onRequest("workspace/configuration", (params: { items: { section?: string }[] }) => {
       this.configurationRequests += 1;
@@ -135,17 +161,22 @@ export class ServerSession {
   }
 
   /** Resolves the interpreter and probes it as the extension does, then starts the server. */
-  static async start(opts: { trusted: boolean; cwd?: string }): Promise<ServerSession> {
+  static async start(opts: { trusted: boolean; workspace?: string }): Promise<ServerSession> {
+    const workspace = opts.workspace ?? FIXTURES;
     const manifest = loadManifest();
     const interpreter = await resolveInterpreter({
       configured: [testPython()],
       trusted: opts.trusted,
-      workspaceFolders: [opts.cwd ?? FIXTURES],
+      workspaceFolders: [workspace],
       platform: process.platform,
       env: process.env,
       home: process.env.HOME ?? "",
     });
-    const launchOpts = { cwd: opts.cwd ?? FIXTURES, env: { ...process.env } };
+    // Like the extension: run from a private empty folder, never from the workspace.
+    const launchOpts = {
+      cwd: fs.mkdtempSync(path.join(os.tmpdir(), "stitch-server-cwd-")),
+      env: { ...process.env },
+    };
     const probe = parseProbe(
       await nodeRunner.run(probeLaunch(interpreter, launchOpts), 60_000),
       interpreter.command.join(" "),
@@ -168,12 +199,15 @@ export class ServerSession {
     const result = (await session.request("initialize", {
       processId: process.pid,
       clientInfo: { name: "stitch-lsp protocol test", version: "0.1.0" },
-      rootUri: fileUri(opts.cwd ?? FIXTURES),
-      workspaceFolders: [{ uri: fileUri(opts.cwd ?? FIXTURES), name: "fixtures" }],
+      rootUri: fileUri(workspace),
+      workspaceFolders: [{ uri: fileUri(workspace), name: path.basename(workspace) }],
       capabilities: VSCODE_CAPABILITIES,
       initializationOptions: initializationOptions(settings, opts.trusted),
       trace: "off",
-    })) as { capabilities: ServerCapabilitiesLike & Record<string, unknown>; serverInfo?: { name: string; version?: string } };
+    })) as {
+      capabilities: ServerCapabilitiesLike & Record<string, unknown>;
+      serverInfo?: { name: string; version?: string };
+    };
     session.capabilities = result.capabilities;
     session.serverInfo = result.serverInfo;
     await session.conn.sendNotification("initialized", {});

@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import Module from "node:module";
 import * as path from "node:path";
 import { EXTENSION_ROOT, loadManifest } from "./fakes";
@@ -34,6 +35,7 @@ export function context() {
   return {
     subscriptions: [] as { dispose(): unknown }[],
     extensionPath: EXTENSION_ROOT,
+    globalStorageUri: { fsPath: fs.mkdtempSync(path.join(os.tmpdir(), "stitch-storage-")) },
     extension: { packageJSON: loadManifest() },
   };
 }

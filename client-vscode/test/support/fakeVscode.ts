@@ -78,12 +78,39 @@ function withStubs<T extends object>(target: T): T {
         return () => disposable();
       }
       if (typeof prop === "string" && /^(register|create)/.test(prop)) {
-        return () => ({ ...disposable(), set: () => undefined, clear: () => undefined, delete: () => undefined });
+        return () => ({
+          ...disposable(),
+          set: () => undefined,
+          clear: () => undefined,
+          delete: () => undefined,
+        });
       }
       return undefined;
     },
   });
 }
+
+/** An open document, as much of vscode.TextDocument as the client and the palette read. */
+export function fakeDocument(file: string, languageId: string, text: string) {
+  const lines = text.split("\n");
+  return {
+    uri: FakeUri.file(file),
+    fileName: file,
+    languageId,
+    version: 1,
+    isDirty: false,
+    isClosed: false,
+    isUntitled: false,
+    lineCount: lines.length,
+    getText: () => text,
+    lineAt: (line: number) => ({
+      text: lines[line],
+      range: { end: { line, character: lines[line].length } },
+    }),
+  };
+}
+
+export type FakeDocument = ReturnType<typeof fakeDocument>;
 
 export interface FakeVscode {
   module: unknown;
@@ -96,7 +123,15 @@ export interface FakeVscode {
   trusted: { value: boolean };
 }
 
-export function makeFakeVscode(opts: { settings: Record<string, unknown>; workspaceFolder: string }): FakeVscode {
+export function makeFakeVscode(opts: {
+  settings: Record<string, unknown>;
+  workspaceFolder: string;
+  /** Open documents; the first is the active editor, with the cursor at `cursor`. */
+  documents?: FakeDocument[];
+  cursor?: { line: number; character: number };
+}): FakeVscode {
+  const documents = opts.documents ?? [];
+  const cursor = opts.cursor ?? { line: 0, character: 0 };
   const registered = new Map<string, (...args: unknown[]) => unknown>();
   const messages: FakeVscode["messages"] = [];
   const output: string[] = [];
@@ -152,6 +187,13 @@ export function makeFakeVscode(opts: { settings: Record<string, unknown>; worksp
     StatusBarAlignment: { Left: 1, Right: 2 },
     Uri: FakeUri,
     CodeActionKind: FakeCodeActionKind,
+    CancellationTokenSource: class {
+      readonly token = { isCancellationRequested: false, onCancellationRequested: () => disposable() };
+      cancel() {
+        this.token.isCancellationRequested = true;
+      }
+      dispose() {}
+    },
     ThemeColor: class {
       constructor(readonly id: string) {}
     },
@@ -172,14 +214,22 @@ export function makeFakeVscode(opts: { settings: Record<string, unknown>; worksp
       }
       dispose() {}
     },
-    env: withStubs({ appName: "Visual Studio Code (fake)", language: "en", machineId: "test", sessionId: "test" }),
+    env: withStubs({
+      appName: "Visual Studio Code (fake)",
+      language: "en",
+      machineId: "test",
+      sessionId: "test",
+    }),
     window: withStubs({
       createOutputChannel: channel,
       createStatusBarItem: () => statusItem,
       showInformationMessage: message("info"),
       showWarningMessage: message("warn"),
       showErrorMessage: message("error"),
-      activeTextEditor: undefined,
+      activeTextEditor:
+        documents.length > 0
+          ? { document: documents[0], selection: { start: cursor, end: cursor } }
+          : undefined,
       visibleTextEditors: [],
       tabGroups: { all: [], onDidChangeTabs: () => disposable(), onDidChangeTabGroups: () => disposable() },
     }),
@@ -199,7 +249,7 @@ export function makeFakeVscode(opts: { settings: Record<string, unknown>; worksp
       },
       workspaceFolders: [{ uri: FakeUri.file(opts.workspaceFolder), name: "fixtures", index: 0 }],
       getWorkspaceFolder: () => undefined,
-      textDocuments: [],
+      textDocuments: documents,
       notebookDocuments: [],
       getConfiguration: config,
       createFileSystemWatcher: () => ({
@@ -211,7 +261,16 @@ export function makeFakeVscode(opts: { settings: Record<string, unknown>; worksp
       onDidChangeConfiguration: configuration.event,
     }),
     extensions: withStubs({ getExtension: () => undefined }),
-    languages: withStubs({ getDiagnostics: () => [], match: () => 0 }),
+    languages: withStubs({
+      getDiagnostics: () => [],
+      // Enough of VS Code's selector matching for vscode-languageclient to sync the documents.
+      match: (selector: { scheme?: string; language?: string }[], doc: FakeDocument) =>
+        selector.some(
+          (f) => (!f.language || f.language === doc.languageId) && (!f.scheme || f.scheme === doc.uri.scheme),
+        )
+          ? 10
+          : 0,
+    }),
   };
   const module = new Proxy(vscode as Record<string | symbol, unknown>, {
     // vscode-languageclient subclasses VS Code's classes at load time; unknown ones are empty.

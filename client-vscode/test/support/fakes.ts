@@ -73,6 +73,9 @@ export class FakeHost implements Host {
   pythonExtension() {
     return Promise.resolve(this.python);
   }
+  serverDirectory() {
+    return "/home/me/.vscode/globalStorage/stitch-lsp/server-cwd";
+  }
   bundledFiles() {
     return this.bundled;
   }
@@ -111,7 +114,12 @@ export class FakeRunner implements ProcessRunner {
   run(launch: ProcessLaunch): Promise<RunResult> {
     this.runs.push(launch);
     if (this.missingExecutables.has(launch.command)) {
-      return Promise.resolve({ code: null, stdout: "", stderr: "", spawnError: `spawn ${launch.command} ENOENT` });
+      return Promise.resolve({
+        code: null,
+        stdout: "",
+        stderr: "",
+        spawnError: `spawn ${launch.command} ENOENT`,
+      });
     }
     if (launch.args.includes("pip")) {
       if (this.pipResult.code === 0) {

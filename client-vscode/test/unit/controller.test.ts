@@ -34,7 +34,9 @@ describe("server controller", () => {
     await ctl.start();
     await ctl.settled();
     assert.equal(runner.runs[0].command, "python3");
-    assert.equal(runner.runs[0].cwd, "/work/project");
+    // Not the workspace: a workspace file must not shadow a module the server imports.
+    assert.equal(runner.runs[0].cwd, host.serverDirectory());
+    assert.equal(factory.last!.spec.launch.cwd, host.serverDirectory());
     const client = factory.last!;
     assert.ok(client.started);
     assert.deepEqual(client.spec.launch.args, ["-m", "stitch_lsp", "serve"]);
@@ -64,7 +66,13 @@ describe("server controller", () => {
     assert.equal(offer.level, "warn");
     assert.match(offer.message, /not installed/);
     assert.deepEqual(offer.actions, ["Install from PyPI", "Install from Folder or Wheel…", "Open Settings"]);
-    assert.deepEqual(runner.pipRuns[0].args, ["-m", "pip", "install", "--disable-pip-version-check", "stitch-lsp"]);
+    assert.deepEqual(runner.pipRuns[0].args, [
+      "-m",
+      "pip",
+      "install",
+      "--disable-pip-version-check",
+      "stitch-lsp",
+    ]);
     assert.equal(factory.running.length, 1);
     assert.equal(ctl.status.phase, "ready");
   });
@@ -228,7 +236,12 @@ describe("server controller", () => {
     factory.configure = (client) => {
       client.responder = (method) =>
         method === "textDocument/codeAction"
-          ? [{ title: "Generate fused CUDA implementation", command: { title: "Generate", command: "stitch.generate", arguments: ["x"] } }]
+          ? [
+              {
+                title: "Generate fused CUDA implementation",
+                command: { title: "Generate", command: "stitch.generate", arguments: ["x"] },
+              },
+            ]
           : { created: "model_stitch.py" };
     };
     await ctl.start();

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { explainInstallFailure, installSources, newestWheel, pipInstall, sourceFromPath } from "../../src/install";
+import {
+  explainInstallFailure,
+  installSources,
+  newestWheel,
+  pipInstall,
+  sourceFromPath,
+} from "../../src/install";
 
 describe("install", () => {
   it("offers the newest bundled wheel before PyPI", () => {
@@ -16,7 +22,10 @@ describe("install", () => {
         ["pypi", "stitch-lsp"],
       ],
     );
-    assert.deepEqual(installSources([]).map((s) => s.kind), ["pypi"]);
+    assert.deepEqual(
+      installSources([]).map((s) => s.kind),
+      ["pypi"],
+    );
     assert.equal(newestWheel(["other-1.0-py3-none-any.whl"]), undefined);
   });
 
@@ -33,10 +42,19 @@ describe("install", () => {
 
   it("explains the usual pip refusals in words a user can act on", () => {
     const run = (stderr: string) => ({ code: 1, stdout: "", stderr });
-    assert.match(explainInstallFailure(run("error: externally-managed-environment\n")), /virtual environment/);
+    assert.match(
+      explainInstallFailure(run("error: externally-managed-environment\n")),
+      /virtual environment/,
+    );
     assert.match(explainInstallFailure(run("/usr/bin/python3: No module named pip")), /no pip/);
-    assert.match(explainInstallFailure(run("ERROR: No matching distribution found for stitch-lsp")), /wheel or a folder/);
+    assert.match(
+      explainInstallFailure(run("ERROR: No matching distribution found for stitch-lsp")),
+      /wheel or a folder/,
+    );
     assert.match(explainInstallFailure(run("something\nelse broke")), /exit 1.*else broke/);
-    assert.match(explainInstallFailure({ code: null, stdout: "", stderr: "", spawnError: "ENOENT" }), /could not start/);
+    assert.match(
+      explainInstallFailure({ code: null, stdout: "", stderr: "", spawnError: "ENOENT" }),
+      /could not start/,
+    );
   });
 });

@@ -22,7 +22,10 @@ function ctx(overrides: Partial<ResolveContext> = {}): ResolveContext {
   };
 }
 
-function pythonApi(exe: string | undefined, opts: { throws?: boolean; legacy?: string[] } = {}): PythonExtensionApi {
+function pythonApi(
+  exe: string | undefined,
+  opts: { throws?: boolean; legacy?: string[] } = {},
+): PythonExtensionApi {
   if (opts.legacy) {
     return { settings: { getExecutionDetails: () => ({ execCommand: opts.legacy }) } };
   }
@@ -53,7 +56,8 @@ describe("interpreter resolution", () => {
       "/home/me/py/bin/python",
     ]);
     assert.deepEqual(
-      (await resolveInterpreter(ctx({ configured: ["${env:CONDA_PREFIX}/bin/python", "-X", "utf8"] }))).command,
+      (await resolveInterpreter(ctx({ configured: ["${env:CONDA_PREFIX}/bin/python", "-X", "utf8"] })))
+        .command,
       ["/opt/conda/bin/python", "-X", "utf8"],
     );
   });
@@ -65,13 +69,17 @@ describe("interpreter resolution", () => {
   });
 
   it("falls back to the extension's older execution-details API", async () => {
-    const interp = await resolveInterpreter(ctx({ python: pythonApi(undefined, { legacy: ["/opt/py/bin/python"] }) }));
+    const interp = await resolveInterpreter(
+      ctx({ python: pythonApi(undefined, { legacy: ["/opt/py/bin/python"] }) }),
+    );
     assert.deepEqual(interp.command, ["/opt/py/bin/python"]);
   });
 
   it("falls back to python3 on PATH (python on Windows) when the extension is absent or fails", async () => {
     const logs: string[] = [];
-    const failing = await resolveInterpreter(ctx({ python: pythonApi("x", { throws: true }), log: (l) => logs.push(l) }));
+    const failing = await resolveInterpreter(
+      ctx({ python: pythonApi("x", { throws: true }), log: (l) => logs.push(l) }),
+    );
     assert.deepEqual(failing.command, ["python3"]);
     assert.equal(failing.source, "path");
     assert.match(logs.join("\n"), /not ready/);
@@ -81,12 +89,16 @@ describe("interpreter resolution", () => {
   it("does not run an environment that lives inside an untrusted workspace", async () => {
     const logs: string[] = [];
     const inside = pythonApi("/work/project/.venv/bin/python");
-    const untrusted = await resolveInterpreter(ctx({ python: inside, trusted: false, log: (l) => logs.push(l) }));
+    const untrusted = await resolveInterpreter(
+      ctx({ python: inside, trusted: false, log: (l) => logs.push(l) }),
+    );
     assert.deepEqual(untrusted.command, ["python3"]);
     assert.match(logs.join("\n"), /untrusted workspace/);
     const trusted = await resolveInterpreter(ctx({ python: inside, trusted: true }));
     assert.deepEqual(trusted.command, ["/work/project/.venv/bin/python"]);
-    const outside = await resolveInterpreter(ctx({ python: pythonApi("/usr/bin/python3.11"), trusted: false }));
+    const outside = await resolveInterpreter(
+      ctx({ python: pythonApi("/usr/bin/python3.11"), trusted: false }),
+    );
     assert.deepEqual(outside.command, ["/usr/bin/python3.11"]);
   });
 
@@ -96,7 +108,12 @@ describe("interpreter resolution", () => {
     assert.equal(expandVariables("${env:NOPE}/x", ctx()), "/x");
     assert.ok(isInside("/work/project", ["/work/project"]));
     assert.ok(!isInside("/work/project2/bin/python", ["/work/project"]));
-    assert.ok(sameInterpreter({ command: ["a"], source: "path", description: "" }, { command: ["a"], source: "setting", description: "" }));
+    assert.ok(
+      sameInterpreter(
+        { command: ["a"], source: "path", description: "" },
+        { command: ["a"], source: "setting", description: "" },
+      ),
+    );
     assert.ok(!sameInterpreter(undefined, { command: ["a"], source: "path", description: "" }));
   });
 });

@@ -33,8 +33,9 @@ describe("package.json", () => {
   });
 
   it("shows each palette command only while the server offers its command", () => {
-    const menus = (manifest.contributes as { menus?: { commandPalette?: { command: string; when?: string }[] } })
-      .menus?.commandPalette ?? [];
+    const menus =
+      (manifest.contributes as { menus?: { commandPalette?: { command: string; when?: string }[] } }).menus
+        ?.commandPalette ?? [];
     for (const [id, name] of Object.entries(PALETTE_COMMANDS)) {
       const entry = menus.find((m) => m.command === id);
       assert.ok(entry?.when?.startsWith(`${commandContextKey(name)} && `), `${id}: when = ${entry?.when}`);

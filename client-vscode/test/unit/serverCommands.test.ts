@@ -24,11 +24,17 @@ class Conn implements RequestSender {
   }
 }
 
-const generate = { title: "Generate fused CUDA implementation", command: "stitch.generate", arguments: [{ uri: target.uri, cls: "Model" }] };
+const generate = {
+  title: "Generate fused CUDA implementation",
+  command: "stitch.generate",
+  arguments: [{ uri: target.uri, cls: "Model" }],
+};
 
 describe("server commands from the palette", () => {
   it("reads the advertised commands", () => {
-    assert.deepEqual(advertisedCommands({ executeCommandProvider: { commands: ["stitch.generate"] } }), ["stitch.generate"]);
+    assert.deepEqual(advertisedCommands({ executeCommandProvider: { commands: ["stitch.generate"] } }), [
+      "stitch.generate",
+    ]);
     assert.deepEqual(advertisedCommands(undefined), []);
   });
 
@@ -40,7 +46,10 @@ describe("server commands from the palette", () => {
 
   it("takes the command and arguments from the code action at the cursor", async () => {
     const conn = new Conn({
-      "textDocument/codeAction": () => [{ title: "Quick fix", kind: "quickfix", edit: {} }, { title: generate.title, command: generate }],
+      "textDocument/codeAction": () => [
+        { title: "Quick fix", kind: "quickfix", edit: {} },
+        { title: generate.title, command: generate },
+      ],
     });
     const found = await findServerCommand(conn, { codeActionProvider: true }, target, "stitch.generate");
     assert.deepEqual(found, generate);
@@ -62,17 +71,29 @@ describe("server commands from the palette", () => {
       ],
       "codeAction/resolve": (action) => ({ ...(action as object), command: generate }),
     });
-    const found = await findServerCommand(conn, { codeActionProvider: { resolveProvider: true } }, target, "stitch.generate");
+    const found = await findServerCommand(
+      conn,
+      { codeActionProvider: { resolveProvider: true } },
+      target,
+      "stitch.generate",
+    );
     assert.deepEqual(found, generate);
     assert.ok(conn.sent.some((s) => s.method === "codeAction/resolve"));
   });
 
   it("falls back to the nearest code lens above the cursor, then to the whole file", async () => {
-    const verify = (line: number) => ({ title: `Verify ${line}`, command: "stitch.verify", arguments: [line] });
+    const verify = (line: number) => ({
+      title: `Verify ${line}`,
+      command: "stitch.verify",
+      arguments: [line],
+    });
     const conn = new Conn({
       "textDocument/codeAction": () => [],
       "textDocument/codeLens": () => [
-        { range: { start: { line: 30, character: 0 }, end: { line: 30, character: 0 } }, command: verify(30) },
+        {
+          range: { start: { line: 30, character: 0 }, end: { line: 30, character: 0 } },
+          command: verify(30),
+        },
         { range: { start: { line: 2, character: 0 }, end: { line: 2, character: 0 } }, command: verify(2) },
         { range: { start: { line: 8, character: 0 }, end: { line: 8, character: 0 } }, command: verify(8) },
       ],
@@ -84,12 +105,20 @@ describe("server commands from the palette", () => {
       "textDocument/codeAction": (params) =>
         (params as { range: { start: { line: number } } }).range.start.line === 0 ? [generate] : [],
     });
-    assert.deepEqual(await findServerCommand(wholeFile, { codeActionProvider: true }, target, "stitch.generate"), generate);
+    assert.deepEqual(
+      await findServerCommand(wholeFile, { codeActionProvider: true }, target, "stitch.generate"),
+      generate,
+    );
   });
 
   it("returns nothing when the server offers no such action, and asks nothing it cannot answer", async () => {
-    const conn = new Conn({ "textDocument/codeAction": () => [{ title: "other", command: { title: "x", command: "stitch.other" } }] });
-    assert.equal(await findServerCommand(conn, { codeActionProvider: true }, target, "stitch.optimize"), undefined);
+    const conn = new Conn({
+      "textDocument/codeAction": () => [{ title: "other", command: { title: "x", command: "stitch.other" } }],
+    });
+    assert.equal(
+      await findServerCommand(conn, { codeActionProvider: true }, target, "stitch.optimize"),
+      undefined,
+    );
     assert.ok(!conn.sent.some((s) => s.method === "textDocument/codeLens"));
   });
 });

@@ -4,7 +4,11 @@ import type { Interpreter } from "../../src/interpreter";
 import { parseProbe, probeLaunch, serverLaunch } from "../../src/serverLaunch";
 import { probeOutput } from "../support/fakes";
 
-const conda: Interpreter = { command: ["conda", "run", "-n", "k", "python"], source: "setting", description: "" };
+const conda: Interpreter = {
+  command: ["conda", "run", "-n", "k", "python"],
+  source: "setting",
+  description: "",
+};
 
 describe("server launch", () => {
   it("runs `python -m stitch_lsp serve` after the interpreter's own arguments", () => {
@@ -26,7 +30,12 @@ describe("server launch", () => {
 
   it("reads an installed server from the probe", () => {
     const result = parseProbe(probeOutput("0.1.0"), "python3");
-    assert.deepEqual(result, { ok: true, python: "3.11.2", executable: "/usr/bin/python3", version: "0.1.0" });
+    assert.deepEqual(result, {
+      ok: true,
+      python: "3.11.2",
+      executable: "/usr/bin/python3",
+      version: "0.1.0",
+    });
   });
 
   it("tells a missing server, an old Python, a missing Python and a broken one apart", () => {

@@ -1,11 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  changeNeedsRestart,
-  declaredSettings,
-  serverSettingKeys,
-  serverSettings,
-} from "../../src/settings";
+import { changeNeedsRestart, declaredSettings, serverSettingKeys, serverSettings } from "../../src/settings";
 import { loadManifest } from "../support/fakes";
 
 const manifest = loadManifest();

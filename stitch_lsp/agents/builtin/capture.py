@@ -229,6 +229,7 @@ class _Converter:
         self.g = Graph()
         self.env: dict[torch.fx.Node, Any] = {}
         self.node: torch.fx.Node | None = None
+        self.int_vids: set[int] = set()  # int64 results (argmax): only returned
 
     # -- helpers -----------------------------------------------------------------------------
     def run(self) -> Graph:
@@ -246,7 +247,9 @@ class _Converter:
             val = self.env.get(item) if isinstance(item, torch.fx.Node) else None
             if not isinstance(val, Use):
                 raise Unsupported("forward must return a tensor or a tuple of tensors")
-            self.g.outputs.append(self._plain(val))
+            if val.trans:
+                raise Unsupported("forward returns a transposed tensor")
+            self.g.outputs.append(val)
 
     def _val(self, a: Any) -> Any:
         if isinstance(a, torch.fx.Node):
@@ -264,6 +267,8 @@ class _Converter:
         return Const(float(v))
 
     def _plain(self, u: Use) -> Use:
+        if u.vid in self.int_vids:
+            raise Unsupported(f"{self._here()}: math on an argmax/argmin result is not supported")
         if u.trans:
             raise Unsupported(
                 f"{self._here()}: a transposed tensor is only supported as a GEMM operand"
@@ -384,6 +389,8 @@ class _Converter:
             return Use(self._use(n.args[0]).vid, _shape(n))
         if f in (torch.max, torch.min, torch.amax, torch.amin):
             return self._minmax(n, "max" if f in (torch.max, torch.amax) else "min", f)
+        if f in (torch.argmax, torch.argmin):
+            return self._argminmax(n, "argmax" if f is torch.argmax else "argmin")
         if f in (torch.clamp, torch.clip):
             return self._clamp(n, self._arg(n, 1, "min"), self._arg(n, 2, "max"))
         if f is F.hardtanh:
@@ -411,6 +418,35 @@ class _Converter:
             return self._softmax(self._use(n.args[0]), self._arg(n, 1, "dim"), log=False)
         if f in (torch.log_softmax, F.log_softmax):
             return self._softmax(self._use(n.args[0]), self._arg(n, 1, "dim"), log=True)
+        if f in (F.max_pool1d, F.max_pool2d, F.max_pool3d):
+            k = self._arg(n, 1, "kernel_size")
+            if self._arg(n, 6, "return_indices", False):
+                raise Unsupported(f"{_desc(n)}: max pooling with indices is not supported")
+            return self._pool(
+                n,
+                self._use(n.args[0]),
+                "max_pool",
+                k,
+                self._arg(n, 2, "stride"),
+                self._arg(n, 3, "padding", 0),
+                self._arg(n, 4, "dilation", 1),
+                bool(self._arg(n, 5, "ceil_mode", False)),
+            )
+        if f in (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d):
+            if not self._arg(n, 5, "count_include_pad", True) or self._arg(
+                n, 6, "divisor_override"
+            ):
+                raise Unsupported(f"{_desc(n)}: this average pooling variant is not supported")
+            return self._pool(
+                n,
+                self._use(n.args[0]),
+                "avg_pool",
+                self._arg(n, 1, "kernel_size"),
+                self._arg(n, 2, "stride"),
+                self._arg(n, 3, "padding", 0),
+                1,
+                bool(self._arg(n, 4, "ceil_mode", False)),
+            )
         if f in (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d):
             return self._global_avg(n, self._use(n.args[0]), self._arg(n, 1, "output_size"))
         if f in (torch.matmul, operator.matmul, torch.mm, torch.bmm):
@@ -473,6 +509,8 @@ class _Converter:
             return self._minmax(n, m.removeprefix("a"), None)
         if m == "logsumexp":
             return self._logsumexp(n)
+        if m in ("argmax", "argmin"):
+            return self._argminmax(n, m)
         if m in ("softmax", "log_softmax"):
             return self._softmax(
                 self._use(n.args[0]), self._arg(n, 1, "dim"), log=m == "log_softmax"
@@ -540,6 +578,25 @@ class _Converter:
             return self._batch_norm(x, mod, path, instance=False)
         if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
             return self._batch_norm(x, mod, path, instance=True)
+        if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)):
+            if mod.return_indices:
+                raise Unsupported(f"{_desc(n)}: max pooling with indices is not supported")
+            return self._pool(
+                n,
+                x,
+                "max_pool",
+                mod.kernel_size,
+                mod.stride,
+                mod.padding,
+                mod.dilation,
+                mod.ceil_mode,
+            )
+        if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)):
+            if not mod.count_include_pad or getattr(mod, "divisor_override", None):
+                raise Unsupported(f"{_desc(n)}: this average pooling variant is not supported")
+            return self._pool(
+                n, x, "avg_pool", mod.kernel_size, mod.stride, mod.padding, 1, mod.ceil_mode
+            )
         if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
             return self._global_avg(n, x, mod.output_size)
         raise Unsupported(f"{_desc(n)} ({t.__name__}) is not supported by the builtin coder")
@@ -590,6 +647,31 @@ class _Converter:
         if other is None or amax:
             return out
         return ("reduce_pair", out)  # (values, indices): only [0] is supported
+
+    def _argminmax(self, n: torch.fx.Node, kind: str) -> Use:
+        x = self._use(n.args[0])
+        dim = self._arg(n, 1, "dim")
+        keepdim = bool(self._arg(n, 2, "keepdim", False))
+        if dim is None:
+            x = Use(x.vid, (math.prod(x.shape),))
+            dim = 0
+        axes = _dims(dim, len(x.shape))
+        shape = _keep(x.shape, axes)
+        node = self.g.add(
+            "reduce",
+            kind,
+            [x],
+            shape,
+            _desc(n),
+            _line(n),
+            axes=axes,
+            field="index",
+            dtype="int64",
+        )
+        self.int_vids.add(node.vid)
+        if keepdim and self._arg(n, 1, "dim") is not None:
+            return Use(node.vid, shape)
+        return Use(node.vid, tuple(int(d) for d in n.meta["tensor_meta"].shape))
 
     def _sum_mean(self, n: torch.fx.Node, kind: str) -> Use:
         x = self._use(n.args[0])
@@ -721,6 +803,32 @@ class _Converter:
                 module=_attr_expr(path),
             )
         return self._affine(y, w, b, channel_shape)
+
+    def _pool(
+        self, n: torch.fx.Node, x: Use, fn: str, k: Any, s: Any, p: Any, d: Any, ceil: bool
+    ) -> Use:
+        nd = len(x.shape) - 2
+        if nd < 1 or ceil:
+            raise Unsupported(f"{_desc(n)}: pooling with ceil_mode is not supported")
+
+        def tup(v: Any) -> tuple[int, ...]:
+            return tuple(int(e) for e in v) if isinstance(v, (tuple, list)) else (int(v),) * nd
+
+        out = _shape(n)
+        stride = tup(s if s not in (None, ()) else k)
+        node = self.g.add(
+            "pool",
+            fn,
+            [x],
+            out,
+            _desc(n),
+            _line(n),
+            kernel=tup(k),
+            stride=stride,
+            padding=tup(p),
+            dilation=tup(d),
+        )
+        return Use(node.vid, out)
 
     # -- heavy ops -------------------------------------------------------------------------------
     def _transpose(self, u: Any) -> Use:

@@ -27,7 +27,7 @@ INT32_LIMIT = 2**31 - 1
 # Static launch choices assume an H100/H200-class GPU; grids are still sized at run time.
 ASSUMED_SMS = 132
 SPLIT_MIN_ELEMS = 16384  # a row is split over blocks only in pieces at least this long
-STATE_BYTES = {"SumS": 4, "MaxS": 4, "MinS": 4, "MomS": 16, "SmxS": 8}
+STATE_BYTES = {"SumS": 4, "MaxS": 4, "MinS": 4, "MomS": 12, "SmxS": 8, "ArgMaxS": 8, "ArgMinS": 8}
 
 
 def bcast_offset(index: str, consumer: Shape, operand: Shape) -> tuple[str, bool]:
@@ -113,6 +113,7 @@ class _GroupGen:
         self.red_scope: _Scope | None = None
         self.tmp = 0
         self.idx_t = "long long" if group.full_numel > INT32_LIMIT else "int"
+        self.arg_index: dict[str, str] = {}  # arg-reduction state -> index along the reduced dim
 
     # -- expression emission ---------------------------------------------------------------------
     def value(self, vid: int, scope: _Scope) -> str:
@@ -125,10 +126,58 @@ class _GroupGen:
             return scope.memo[vid]
         if node.kind == "reduce":
             raise Unsupported(f"internal: reduction %{vid} used before its pass")
+        if node.kind == "pool":
+            return self.pool(node, scope)
         args = [self.operand(a, node.shape, scope) for a in node.args]
         name = f"v{vid}" if vid >= 0 else f"vp{-vid}"
         scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params)};")
         scope.memo[vid] = name
+        return name
+
+    def pool(self, node: Node, scope: _Scope) -> str:
+        """Max/avg pooling window of the output element at the flat index (NC + spatial)."""
+        x = node.args[0]
+        assert isinstance(x, Use)
+        arg = self.arg_of[x.vid]
+        out, inp = node.shape, x.shape
+        nd = len(out) - 2
+        k = node.params["kernel"]
+        st = node.params["stride"]
+        pad = node.params["padding"]
+        dil = node.params["dilation"]
+        is_max = node.fn == "max_pool"
+        name = f"v{node.vid}"
+        i = scope.index
+        lines = [f"float {name} = {'-INFINITY' if is_max else '0.f'};", "{"]
+        stride = 1
+        coords = []
+        for d in range(len(out) - 1, 1, -1):
+            coords.append(f"  const idx_t o{d} = ({i} / {stride}) % {out[d]};")
+            stride *= out[d]
+        lines += list(reversed(coords))
+        lines.append(f"  const idx_t nc = {i} / {stride};")
+        base = "nc"
+        loops = []
+        for d in range(nd):
+            ax = d + 2
+            kd, sd, pd, dd = k[d], st[d], pad[d], dil[d]  # type: ignore[index]
+            loops += [
+                f"  for (int w{ax} = 0; w{ax} < {kd}; ++w{ax}) {{",
+                f"    const idx_t i{ax} = o{ax} * {sd} - {pd} + w{ax} * {dd};",
+                f"    if (i{ax} < 0 || i{ax} >= {inp[ax]}) continue;",
+            ]
+            base = f"({base} * {inp[ax]} + i{ax})"
+        load = f"__ldg({arg.name} + {base})"
+        body = f"{name} = fmaxf({name}, {load});" if is_max else f"{name} += {load};"
+        lines += loops + ["    " + body] + ["  }"] * nd
+        lines.append("}")
+        if not is_max:
+            count = 1
+            for d in range(nd):
+                count *= k[d]  # type: ignore[index]
+            lines.append(f"{name} *= {float_literal(1.0 / count)};")
+        scope.lines += lines
+        scope.memo[node.vid] = name
         return name
 
     def operand(self, a: Use | Const, consumer: Shape, scope: _Scope) -> str:
@@ -157,7 +206,11 @@ class _GroupGen:
         """Body over one full-space element (or 4 lanes): push reduction inputs, store outputs."""
         scope = _Scope("full", "f", lane=lane)
         for state, vid in push:
-            scope.lines.append(f"{state}.push({self.value(vid, scope)});")
+            if state in self.arg_index:
+                idx = self.arg_index[state]
+                scope.lines.append(f"{state}.push({self.value(vid, scope)}, (int)({idx}));")
+            else:
+                scope.lines.append(f"{state}.push({self.value(vid, scope)});")
         outs = []
         for vid in stores:
             arg = self.arg_of[vid]
@@ -226,7 +279,9 @@ class Codegen:
                 seen[u.vid] = a
                 args.append(a)
         for k, vid in enumerate(g.outputs):
-            args.append(Arg(f"out{k}", vid, "float* __restrict__", "out"))
+            node = next(n for n in g.nodes if n.vid == vid)
+            ctype = "long long*" if node.params.get("dtype") == "int64" else "float*"
+            args.append(Arg(f"out{k}", vid, f"{ctype} __restrict__", "out"))
         return args
 
     # -- kernels -----------------------------------------------------------------------------
@@ -330,6 +385,11 @@ class Codegen:
                 slot_kind[s] = n.fn
                 slot_pass[s] = g.level[n.vid]
             slot_nodes[slots[key]].append(n)
+        for s, kind in slot_kind.items():
+            if kind in ("argmax", "argmin"):
+                if lay.kind == "chan":
+                    raise Unsupported("argmax/argmin over several dims")
+                gen.arg_index[s] = "(f / K2) % R" if tile else "f - row * RLEN"
         passes = g.passes
         rlen = lay.rlen
         kept = lay.kept
@@ -437,11 +497,13 @@ class Codegen:
                         "sum": f"{s}.v",
                         "max": f"{s}.v" if slot_kind[s] != "softmax" else f"{s}.m",
                         "min": f"{s}.v",
-                        "mean": f"{s}.mean({float(rlen)!r})",
-                        "var": f"{s}.var({float(rlen)!r})",
+                        "mean": f"{s}.mean",
+                        "var": f"{s}.var()",
                         "sumexp": f"{s}.s",
+                        "index": f"(long long){s}.i",
                     }[fieldname]
-                    body.append(f"const float v{n.vid} = {expr};")
+                    ctype = "long long" if fieldname == "index" else "float"
+                    body.append(f"const {ctype} v{n.vid} = {expr};")
                     field_memo[n.vid] = f"v{n.vid}"
         full_out = [v for v in g.outputs if g.space[v] == "full"]
         red_out = [v for v in g.outputs if g.space[v] == "red"]

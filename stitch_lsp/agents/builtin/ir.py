@@ -92,6 +92,8 @@ REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
     "min": ("min",),
     "moments": ("mean", "var"),  # biased variance, as the normalisations use
     "softmax": ("max", "sumexp"),  # online max and sum(exp(x - max))
+    "argmax": ("index",),  # int64 result: may only be returned, not computed on
+    "argmin": ("index",),
 }
 
 
@@ -100,7 +102,7 @@ class Node:
     """One op. kind 'ew' and 'reduce' are fusible; 'gemm' and 'conv' call vendor libraries."""
 
     vid: int
-    kind: Literal["ew", "reduce", "gemm", "conv", "bn_update"]
+    kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update"]
     fn: str
     args: list[Operand]
     shape: Shape
@@ -132,7 +134,7 @@ class Graph:
 
     def add(
         self,
-        kind: Literal["ew", "reduce", "gemm", "conv", "bn_update"],
+        kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update"],
         fn: str,
         args: list[Operand],
         shape: Shape,

@@ -139,6 +139,18 @@ def _try_add(g: Group, node: Node) -> bool:
         g.space[node.vid] = "red"
         g.nodes.append(node)
         return True
+    if node.kind == "pool":
+        # A window gathers from memory: its input must be materialised, not a group value.
+        if internal or g.layout is not None:
+            return False
+        if g.nodes and numel(node.shape) != g.full_numel:
+            return False
+        if not g.nodes:
+            g.full_numel = numel(node.shape)
+        g.space[node.vid] = "full"
+        g.level[node.vid] = 0
+        g.nodes.append(node)
+        return True
     if node.kind != "ew":
         return False
     fulls = [u for u in internal if g.space[u.vid] == "full"]

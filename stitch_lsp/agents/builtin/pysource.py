@@ -156,8 +156,9 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
                 var[a.vid] = f"ws{g.gid}"
             if a.role == "out":
                 shape = graph.shape_of(a.vid)
+                dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
                 body.append(
-                    f"t{a.vid} = torch.empty({_py_shape(shape)}, device={dev}, dtype=torch.float32)"
+                    f"t{a.vid} = torch.empty({_py_shape(shape)}, device={dev}, dtype={dtype})"
                 )
                 var[a.vid] = f"t{a.vid}"
         ptrs = ", ".join(f"_ptr({var[a.vid]})" for a in k.args)
@@ -180,6 +181,9 @@ def candidate_source(
     imports, init_body = model_parts(reference_source)
     digest = hashlib.sha256(cuda.encode()).hexdigest()[:12]
     launchers = [k.name for k in cg.kernels]
+    libraries: tuple[str, ...] = ()
+    if cg.uses_cublas:
+        libraries = ("cublas", "cublasLt") if "cublasLt.h" in cuda else ("cublas",)
     has_conv = any(g.kind == "conv" for g in groups)
     conv_note = (
         "\n# Convolutions stay on PyTorch's cuDNN path (the library call is the heavy op);\n"
@@ -218,7 +222,7 @@ def candidate_source(
         "    global _lib",
         "    if _lib is None:",
         f'        lib = load_cuda(CUDA_SOURCE, name="stitch_builtin_{digest}",',
-        '                        libraries=("cublas",))',
+        f"                        libraries={libraries!r})",
         "        for name in _LAUNCHERS:",
         "            getattr(lib, name).restype = ctypes.c_int",
         "        _lib = lib",

@@ -99,21 +99,29 @@ struct MinS {
   __device__ static MinS comb(MinS a, MinS b) { return {fminf(a.v, b.v)}; }
   __device__ MinS shfl(int o) const { return {__shfl_xor_sync(0xffffffffu, v, o)}; }
 };
-// Mean and biased variance from sums in double: one read pass, no cancellation trouble at fp32.
+// Mean and biased variance by Welford's method in float (as ATen's norms), merged with Chan's
+// formula; one read pass and no cancellation trouble.
 struct MomS {
-  double s1, s2;
-  __device__ static MomS id() { return {0.0, 0.0}; }
-  __device__ void push(float x) { s1 += (double)x; s2 += (double)x * (double)x; }
-  __device__ static MomS comb(MomS a, MomS b) { return {a.s1 + b.s1, a.s2 + b.s2}; }
+  float n, mean, m2;
+  __device__ static MomS id() { return {0.f, 0.f, 0.f}; }
+  __device__ void push(float x) {
+    n += 1.f;
+    const float d = x - mean;
+    mean += d / n;
+    m2 += d * (x - mean);
+  }
+  __device__ static MomS comb(MomS a, MomS b) {
+    const float n = a.n + b.n;
+    if (n == 0.f) return a;
+    const float d = b.mean - a.mean;
+    const float fb = b.n / n;
+    return {n, a.mean + d * fb, a.m2 + b.m2 + d * d * a.n * fb};
+  }
   __device__ MomS shfl(int o) const {
-    return {__shfl_xor_sync(0xffffffffu, s1, o), __shfl_xor_sync(0xffffffffu, s2, o)};
+    return {__shfl_xor_sync(0xffffffffu, n, o), __shfl_xor_sync(0xffffffffu, mean, o),
+            __shfl_xor_sync(0xffffffffu, m2, o)};
   }
-  __device__ float mean(double n) const { return (float)(s1 / n); }
-  __device__ float var(double n) const {
-    const double m = s1 / n;
-    const double v = s2 / n - m * m;
-    return (float)(v > 0.0 ? v : 0.0);
-  }
+  __device__ float var() const { return n > 0.f ? fmaxf(m2 / n, 0.f) : 0.f; }
 };
 // Online softmax statistics: running max m and sum of exp(x - m), in one pass.
 struct SmxS {
@@ -134,6 +142,29 @@ struct SmxS {
     return {__shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o)};
   }
 };
+
+// Index of the first max (argmax) or min (argmin) along the reduced dim; NaN wins, as in ATen.
+template <bool MAX>
+struct ArgS {
+  float v;
+  int i;
+  __device__ static ArgS id() { return {MAX ? -INFINITY : INFINITY, 0x7fffffff}; }
+  __device__ static bool better(float xv, int xi, float v, int i) {
+    if (isnan(xv)) return !isnan(v) || xi < i;
+    if (isnan(v)) return false;
+    if (MAX ? xv > v : xv < v) return true;
+    return xv == v && xi < i;
+  }
+  __device__ void push(float x, int j) {
+    if (better(x, j, v, i)) { v = x; i = j; }
+  }
+  __device__ static ArgS comb(ArgS a, ArgS b) { return better(b.v, b.i, a.v, a.i) ? b : a; }
+  __device__ ArgS shfl(int o) const {
+    return {__shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o)};
+  }
+};
+typedef ArgS<true> ArgMaxS;
+typedef ArgS<false> ArgMinS;
 
 // Every thread of a 1-D block gets the combined state (warp shuffles, then one smem step).
 template <typename T>
@@ -250,7 +281,15 @@ static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperat
 }
 """
 
-STATE_TYPES = {"sum": "SumS", "max": "MaxS", "min": "MinS", "moments": "MomS", "softmax": "SmxS"}
+STATE_TYPES = {
+    "sum": "SumS",
+    "max": "MaxS",
+    "min": "MinS",
+    "moments": "MomS",
+    "softmax": "SmxS",
+    "argmax": "ArgMaxS",
+    "argmin": "ArgMinS",
+}
 
 
 def float_literal(v: float) -> str:

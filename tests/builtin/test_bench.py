@@ -1,0 +1,95 @@
+"""`stitch-lsp bench`: problem selection, the summary figures, and a run without a GPU."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.agents.bench import BenchRow, markdown, problem_files, summarise
+
+from .problems import PROBLEMS, UNSUPPORTED
+
+
+def test_problem_files_order_and_level(tmp_path: Path) -> None:
+    lvl = tmp_path / "level2"
+    lvl.mkdir()
+    for name in ("10_b.py", "2_a.py", "1_c.py", "_skip.py"):
+        (lvl / name).write_text("")
+    assert [p.name for p in problem_files(tmp_path, 2)] == ["1_c.py", "2_a.py", "10_b.py"]
+    assert [p.name for p in problem_files(lvl, None, limit=2)] == ["1_c.py", "2_a.py"]
+
+
+def test_summary_figures() -> None:
+    rows = [
+        BenchRow(
+            problem="a",
+            handled=True,
+            correct=True,
+            speedup_vs_eager=2.0,
+            speedup_vs_compile=1.0,
+            eager_ms=2.0,
+            compile_ms=1.0,
+        ),
+        BenchRow(
+            problem="b",
+            handled=True,
+            correct=True,
+            speedup_vs_eager=0.5,
+            speedup_vs_compile=0.25,
+            eager_ms=1.0,
+            compile_ms=0.5,
+        ),
+        BenchRow(problem="c", handled=True, correct=False, status="incorrect"),
+        BenchRow(problem="d", handled=False, reason="cumsum is not supported"),
+    ]
+    s = summarise(rows)
+    assert (s.problems, s.handled, s.correct) == (4, 3, 2)
+    assert s.coverage == 0.75 and s.fast_0 == 0.5 and s.fast_1 == 0.25
+    assert math.isclose(s.correctness, 2 / 3)
+    assert math.isclose(s.geomean_vs_eager or 0, 1.0)
+    assert math.isclose(s.geomean_vs_compile or 0, 0.5)
+    assert math.isclose(s.geomean_compile_vs_eager or 0, 2.0)
+
+
+def test_bench_without_gpu_generates_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    from stitch_lsp.cli import main
+
+    probs = tmp_path / "problems"
+    probs.mkdir()
+    (probs / "1_softmax.py").write_text(PROBLEMS["softmax_rows"])
+    (probs / "2_cumsum.py").write_text(UNSUPPORTED["cumsum"][0])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    out = tmp_path / "bench.json"
+    rc = main(["bench", str(probs), "--json", str(out), "--out", str(tmp_path / "cands")])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    rows = {r["problem"]: r for r in data["rows"]}
+    assert rows["1_softmax"]["handled"] and rows["1_softmax"]["status"] == "not verified"
+    assert not rows["2_cumsum"]["handled"] and "cumsum" in rows["2_cumsum"]["reason"]
+    assert data["summary"]["coverage"] == 0.5
+    assert (tmp_path / "cands" / "1_softmax_builtin.py").is_file()
+    md = out.with_suffix(".md").read_text()
+    assert "| 1_softmax | yes | no |" in md and "coverage: 1/2" in md
+    assert "1_softmax" in capsys.readouterr().out
+
+
+def test_markdown_has_every_row() -> None:
+    from stitch_lsp.agents.bench import BenchReport
+
+    rows = [BenchRow(problem="x", handled=True, correct=True, speedup_vs_eager=1.1)]
+    report = BenchReport(
+        folder="f",
+        coder="builtin",
+        devices=["cuda:0"],
+        date="2026-12-02",
+        rows=rows,
+        summary=summarise(rows),
+    )
+    text = markdown(report)
+    assert "| x | yes | yes | 1.100x |" in text
