@@ -11,8 +11,8 @@ from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
 #include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
 
 __global__ void bias_relu_kernel(const float* __restrict__ x, const float* __restrict__ bias,
                                  float* __restrict__ out, int64_t n, int64_t cols) {
@@ -32,7 +32,7 @@ torch::Tensor bias_relu(torch::Tensor x, torch::Tensor bias) {
     const int64_t n = xc.numel();
     const int threads = 256;
     const int blocks = (int)std::min<int64_t>((n + threads - 1) / threads, 65535);
-    bias_relu_kernel<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    bias_relu_kernel<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         xc.data_ptr<float>(), bias.data_ptr<float>(), out.data_ptr<float>(), n, xc.size(-1));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return out;

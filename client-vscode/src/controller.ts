@@ -24,6 +24,8 @@ import {
   PALETTE_COMMANDS,
   type RequestSender,
   SERVER_COMMANDS,
+  SHOW_REPORT_COMMAND,
+  SHOW_REPORT_PALETTE,
   type ServerCapabilitiesLike,
   type ServerCommandName,
 } from "./serverCommands";
@@ -56,13 +58,14 @@ export const RESTART_DELAY_MS = 500;
 export const INSTALL_TIMEOUT_MS = 600_000;
 
 /** When-clause key that is true while the server offers `name` (shows its palette command). */
-export function commandContextKey(name: ServerCommandName): string {
+export function commandContextKey(name: ServerCommandName | "showProfile"): string {
   return `stitch.server.${name}`;
 }
 
 /** Every command the extension contributes and registers. */
 export const CLIENT_COMMANDS: readonly string[] = [
   ...Object.keys(PALETTE_COMMANDS),
+  SHOW_REPORT_PALETTE,
   RESTART_COMMAND,
   SHOW_OUTPUT_COMMAND,
 ];
@@ -95,6 +98,8 @@ export interface Ui {
   error(message: string, ...actions: string[]): Promise<string | undefined>;
   /** Asks for a stitch-lsp wheel or project folder on disk. */
   pickInstallPath(): Promise<string | undefined>;
+  /** Asks for an Nsight Compute report (.ncu-rep). */
+  pickReport(): Promise<string | undefined>;
   openSettings(query: string): void;
   showOutput(): void;
 }
@@ -301,6 +306,42 @@ export class ServerController {
     }
   }
 
+  /**
+   * Shows an existing .ncu-rep on the workspace's files through the server's `stitch.showProfile`
+   * (no GPU needed, and allowed in an untrusted workspace: reading a report runs nothing).
+   * `uri` is the active document, which helps the server find the report's sources.
+   */
+  async showReport(uri: string | undefined): Promise<PaletteOutcome> {
+    const { ui } = this.host;
+    const client = this.client;
+    if (client === undefined || this.status.phase !== "ready") {
+      this.offerOutput(ui.warn("Stitch: the stitch-lsp server is not running.", SHOW_OUTPUT));
+      return "not-running";
+    }
+    if (!advertisedCommands(client.capabilities()).includes(SHOW_REPORT_COMMAND)) {
+      void ui.warn(`Stitch: this stitch-lsp server does not offer ${SHOW_REPORT_COMMAND}.`);
+      return "not-offered";
+    }
+    const report = await ui.pickReport();
+    if (report === undefined) {
+      return "nothing-here";
+    }
+    try {
+      const args = uri === undefined ? { report } : { uri, report };
+      const result = await executeServerCommand(client, {
+        title: "Show Nsight Compute report",
+        command: SHOW_REPORT_COMMAND,
+        arguments: [args],
+      });
+      this.host.log(`${SHOW_REPORT_COMMAND} returned ${JSON.stringify(result)}`);
+      return "ran";
+    } catch (err) {
+      this.host.log(`${SHOW_REPORT_COMMAND} failed: ${message(err)}`);
+      this.offerOutput(ui.error(`Stitch: showing the report failed: ${message(err)}`, SHOW_OUTPUT));
+      return "failed";
+    }
+  }
+
   /** Installs the server into the current interpreter, then starts it. */
   async install(source: InstallSource): Promise<boolean> {
     const { host } = this;
@@ -465,6 +506,7 @@ export class ServerController {
     for (const [name, id] of Object.entries(SERVER_COMMANDS) as [ServerCommandName, string][]) {
       this.host.setContext(commandContextKey(name), offered.includes(id));
     }
+    this.host.setContext(commandContextKey("showProfile"), offered.includes(SHOW_REPORT_COMMAND));
   }
 
   private async doStop(phase: ServerPhase): Promise<void> {

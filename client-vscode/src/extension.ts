@@ -2,7 +2,7 @@
 
 import * as vscode from "vscode";
 import { ServerController } from "./controller";
-import { PALETTE_COMMANDS } from "./serverCommands";
+import { PALETTE_COMMANDS, SHOW_REPORT_PALETTE } from "./serverCommands";
 import type { Manifest } from "./settings";
 import { RESTART_COMMAND, SHOW_OUTPUT_COMMAND } from "./status";
 import { nodeRunner } from "./processRunner";
@@ -33,6 +33,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         }
         await ctl.runPaletteCommand(id, target);
       }),
+    ),
+    vscode.commands.registerCommand(SHOW_REPORT_PALETTE, () =>
+      ctl.showReport(vscode.window.activeTextEditor?.document.uri.toString()),
     ),
     vscode.workspace.onDidChangeConfiguration((event) => {
       void ctl.onSettingsChanged((section) => event.affectsConfiguration(section));

@@ -16,6 +16,13 @@ export const SERVER_COMMANDS = {
 
 export type ServerCommandName = keyof typeof SERVER_COMMANDS;
 
+/**
+ * Loads an existing Nsight Compute report and shows its findings on the workspace's files. It runs
+ * no user code, so the server offers it in untrusted workspaces too. Arguments: [{uri, report}].
+ */
+export const SHOW_REPORT_COMMAND = "stitch.showProfile";
+export const SHOW_REPORT_PALETTE = "stitch.showNcuReport";
+
 /** Palette command id (package.json) -> the server command it runs. */
 export const PALETTE_COMMANDS: Readonly<Record<string, ServerCommandName>> = {
   "stitch.generateFusedImplementation": "generate",

@@ -56,6 +56,16 @@ export class VscodeHost implements Host {
         });
         return picked?.[0]?.fsPath;
       },
+      pickReport: async () => {
+        const picked = await vscode.window.showOpenDialog({
+          canSelectFiles: true,
+          canSelectFolders: false,
+          canSelectMany: false,
+          openLabel: "Show this report",
+          filters: { "Nsight Compute report": ["ncu-rep"] },
+        });
+        return picked?.[0]?.fsPath;
+      },
       openSettings: (query) => {
         void vscode.commands.executeCommand("workbench.action.openSettings", query);
       },
@@ -137,7 +147,8 @@ export function languageClientFactory(output: vscode.OutputChannel): (spec: Clie
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: DOCUMENT_SELECTOR,
-      synchronize: { configurationSection: SECTION },
+      // No `synchronize.configurationSection`: the server pulls the `stitch` section with
+      // workspace/configuration and registers for its changes itself.
       initializationOptions: spec.init,
       outputChannel: output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,

@@ -26,6 +26,11 @@ code inside CUDA strings. Findings are 1-based (line, column) in the same units,
 diagnostic is `Position(line - 1, column - 1)`. `EmbeddedCuda.to_document` / `to_virtual`
 convert between a CUDA string's own text and the Python file.
 
+Diagnostics, `embedded` and `load_inline_calls` are computed by `analyze`; the outline
+(`symbols`, `modules`, `functions`, `kernels`, `launches`, `get_inputs`) on first access, still
+in the coordinates of the analysed version. A server that learns a file the analysis reads
+(the reference named in the header) changed on disk clears `doc.cache` to re-analyse.
+
 Queries live in `grammars/{python,cuda}/*.scm`; `stitch_lsp.analysis.rules.RULES` lists the
 checks.
 """

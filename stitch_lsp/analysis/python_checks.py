@@ -159,7 +159,7 @@ def check_candidate(ctx: CandidateContext) -> list[Diag]:
     for _, fn in code:
         found = _body_facts(fn)
         calls = _calls(found)
-        _check_torch_ops(ctx, calls, found, layers, uses_cuda)
+        _check_torch_ops(ctx, fn, calls, found, layers, uses_cuda)
         _check_reference_calls(ctx, calls, reference_attrs)
         _check_fallbacks(ctx, found, layers, reference_attrs)
         _check_input_cache(ctx, fn, calls)
@@ -445,18 +445,75 @@ def _check_returned(ctx: CandidateContext, body: Node, ret: Node, item: Node) ->
         )
 
 
+# Names an expression may use and still be computed from the module's parameters alone.
+_STATIC_NAMES = frozenset({"self", "torch", "F", "nn", "math", "np", "numpy"})
+
+
+def _names_used(node: Node) -> list[str]:
+    """Variable names read by an expression (not attribute names, not keyword names)."""
+    out: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "identifier":
+            out.append(text(n))
+        elif n.type == "attribute":
+            obj = n.child_by_field_name("object")
+            if obj is not None:
+                stack.append(obj)
+        elif n.type == "keyword_argument":
+            value = n.child_by_field_name("value")
+            if value is not None:
+                stack.append(value)
+        else:
+            stack.extend(n.named_children)
+    return out
+
+
+def _parameter_only_locals(fn: Node) -> set[str]:
+    """Locals computed from `self` (parameters, buffers) and constants only, in source order:
+    `scale = self.bn.weight / torch.sqrt(self.bn.running_var + eps)` is weight preparation."""
+    known: set[str] = set()
+    assignments = []
+    stack = [fn.child_by_field_name("body")]
+    while stack:
+        n = stack.pop()
+        if n is None or n.type in ("function_definition", "lambda", "class_definition"):
+            continue
+        if n.type == "assignment":
+            assignments.append(n)
+        stack.extend(n.named_children)
+    for node in sorted(assignments, key=lambda n: n.start_byte):
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is None or right is None:
+            continue
+        targets = [t for t in _names_used(left) if t != "self"]
+        if all(name in _STATIC_NAMES or name in known for name in _names_used(right)):
+            known.update(targets)
+        else:
+            known.difference_update(targets)
+    return known
+
+
 def _check_torch_ops(
     ctx: CandidateContext,
+    fn: Node,
     calls: list[Call],
     found: dict[str, list[Node]],
     layers: dict[str, str],
     uses_cuda: bool,
 ) -> None:
     hits: list[tuple[Node, str, str]] = []
+    static = None
     for call in calls:
         cls = classify_call(call.callee, layers, ctx.extension_handles)
-        if cls is not None:
-            hits.append((call.node, cls[0], cls[1]))
+        if cls is None:
+            continue
+        if static is None:
+            static = _parameter_only_locals(fn) | _STATIC_NAMES
+        if all(name in static for name in _names_used(call.node)):
+            continue  # weight preparation: it does not touch the inputs
+        hits.append((call.node, cls[0], cls[1]))
     for node in found.get("matmul", []):
         hits.append((node, "heavy", "@ (matmul)"))
     for node, weight, op in hits:

@@ -37,6 +37,8 @@ class OpenDocument:
     pushed: dict[str, PushedDiagnostics] = field(default_factory=dict)
     analysis_ms: float | None = None  # the last analysis of this document (wall time)
     analysis_cpu_ms: float | None = None  # ...and the CPU time it took (immune to a busy host)
+    edit_ms: float | None = None  # applying the last didChange (incremental re-parse), wall
+    edit_cpu_ms: float | None = None
     publish_ms: float | None = None  # the last publish: analysis + every source + sending
     analysis_count: int = 0
     _analysis: Analysis | None = None

@@ -146,6 +146,7 @@ def register_handlers(server: StitchServer) -> None:
         if state is None:
             return
         version = params.text_document.version
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             for change in params.content_changes:
                 if isinstance(change, lsp.TextDocumentContentChangePartial):
@@ -158,6 +159,8 @@ def register_handlers(server: StitchServer) -> None:
             ls.report_error("applying an edit (resynced the whole text)", exc)
             state.doc.apply_change(None, ls.workspace.get_text_document(uri).source)
         state.doc.version = version
+        state.edit_ms = (time.perf_counter() - t0) * 1000.0
+        state.edit_cpu_ms = (time.thread_time() - c0) * 1000.0
         ls.jobs.document_changed(uri, version)
         ls.schedule_publish(uri)
 
@@ -301,6 +304,8 @@ def register_handlers(server: StitchServer) -> None:
                     "uri": uri,
                     "version": d.version,
                     "bytes": d.doc.size,
+                    "editMs": d.edit_ms,
+                    "editCpuMs": d.edit_cpu_ms,
                     "analysisMs": d.analysis_ms,
                     "analysisCpuMs": d.analysis_cpu_ms,
                     "publishMs": d.publish_ms,

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from stitch_lsp.analysis import Analysis, Document, analyze
 from stitch_lsp.models.findings import Finding
@@ -21,13 +18,3 @@ def run(source: str, language: str = "python", uri: str = "file:///tmp/candidate
 
 def codes(result: Analysis, code: str | None = None) -> list[Finding]:
     return [d for d in result.diagnostics if code is None or d.code == f"stitch.{code}"]
-
-
-@pytest.fixture
-def analyse() -> Callable[..., Analysis]:
-    return run
-
-
-@pytest.fixture
-def data_dir() -> Path:
-    return DATA

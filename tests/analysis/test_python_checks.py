@@ -124,6 +124,16 @@ def test_aten_compute_in_extension_without_kernels_is_an_error() -> None:
     assert {e.message.split("`")[1] for e in errs} == {"torch::relu", "torch::matmul"}
 
 
+def test_weight_preparation_is_not_flagged() -> None:
+    forward = (
+        "scale = self.w / torch.sqrt(self.v + 1e-5)\n"
+        "shift = torch.exp(scale) * 2\n"
+        "return ext.relu(x) * scale + torch.sigmoid(x)"
+    )
+    result = run(candidate(forward, init="self.w = nn.Parameter(torch.ones(4))"))
+    assert [w.message.split("`")[1] for w in only(result, "torch-op")] == ["torch.sigmoid"]
+
+
 def test_math_and_numpy_are_not_pytorch() -> None:
     result = run(candidate("s = math.sqrt(x.size(-1)) + np.exp(1.0)\nreturn ext.relu(x) * s"))
     assert only(result, "torch-op") == []

@@ -97,3 +97,26 @@ def test_incremental_cuda_string_parse_equals_fresh(cut: int, length: int, new: 
     incremental = facts_of_source(data, previous=old)
     fresh = extract(parser("cuda").parse(data).root_node, data)
     assert incremental == fresh
+
+
+def test_analyses_leave_no_cyclic_garbage() -> None:
+    """Replaced analyses must be freed by reference counting: cycles make the garbage
+    collector run in the middle of keystrokes (tens of milliseconds in a large server)."""
+    import gc
+
+    text = SOURCES[0]
+    gc.collect()
+    gc.disable()
+    try:
+        doc = Document("file:///tmp/gc.py", text, "python")
+        for i in range(3):
+            doc.apply_change((1, 0, 1, 0), "#")
+            result = analyze(doc)
+            if i % 2:
+                _ = result.symbols, result.kernels
+        cu = analyze(Document("file:///tmp/gc.cu", CUDA, "cuda-cpp"))
+        _ = cu.symbols
+        del doc, result, cu, _
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -1,7 +1,8 @@
 """Builds, tests and packages the VS Code extension the way a fresh checkout would.
 
-`npm ci && npm test && npm run package` in client-vscode/: npm test runs the client's unit tests
-and the protocol end-to-end test against this interpreter's server (STITCH_PYTHON).
+`npm ci && npm test && npm run package` in a copy of client-vscode/ without node_modules or
+build output (so the run neither depends on nor disturbs the checkout's own): npm test runs the
+client's unit tests and the end-to-end tests against this interpreter's server (STITCH_PYTHON).
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ pytestmark = [
 ]
 
 
-def npm(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "STITCH_PYTHON": sys.executable, "CI": "1"}
     proc = subprocess.run(
         [NPM, *args],
-        cwd=CLIENT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
@@ -41,21 +42,23 @@ def npm(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def installed() -> None:
-    npm("ci", "--no-audit", "--no-fund", timeout=600)
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    fresh = tmp_path_factory.mktemp("vscode") / "client-vscode"
+    shutil.copytree(CLIENT, fresh, ignore=shutil.ignore_patterns("node_modules", "out", "*.vsix"))
+    npm(fresh, "ci", "--no-audit", "--no-fund", timeout=600)
+    return fresh
 
 
-def test_npm_test(installed: None) -> None:
-    proc = npm("test", timeout=300)
+def test_npm_test(installed: Path) -> None:
+    proc = npm(installed, "test", timeout=300)
     # node's test runner prints a summary; make sure tests really ran and none were skipped.
     assert "# fail 0" in proc.stdout or "ℹ fail 0" in proc.stdout, proc.stdout[-3000:]
     assert "ℹ skipped 0" in proc.stdout or "# skip 0" in proc.stdout, proc.stdout[-3000:]
 
 
-def test_npm_run_package_writes_a_vsix(installed: None) -> None:
-    vsix = CLIENT / "stitch-lsp.vsix"
-    vsix.unlink(missing_ok=True)
-    npm("run", "package", timeout=300)
+def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
+    vsix = installed / "stitch-lsp.vsix"
+    npm(installed, "run", "package", timeout=300)
     assert vsix.is_file()
     with zipfile.ZipFile(vsix) as zf:
         names = set(zf.namelist())

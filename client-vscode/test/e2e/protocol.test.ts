@@ -58,6 +58,9 @@ describe("protocol end to end (trusted workspace)", { timeout: 90_000 }, () => {
     const methods = JSON.stringify(session.registrations);
     assert.match(methods, /workspace\/didChangeConfiguration/);
     assert.ok(session.configurationRequests > 0, "the server never asked for the stitch settings");
+    // Every default the extension declares is one the server accepts.
+    const rejected = session.logs.filter((l) => /invalid setting/.test(l));
+    assert.deepEqual(rejected, []);
   });
 
   it("publishes the static checks for a ModelNew that falls back to PyTorch", async () => {

@@ -129,6 +129,8 @@ export function makeFakeVscode(opts: {
   /** Open documents; the first is the active editor, with the cursor at `cursor`. */
   documents?: FakeDocument[];
   cursor?: { line: number; character: number };
+  /** Extensions by id, e.g. a fake ms-python.python with its exported API. */
+  extensions?: Record<string, { isActive: boolean; exports: unknown; activate(): Promise<unknown> }>;
 }): FakeVscode {
   const documents = opts.documents ?? [];
   const cursor = opts.cursor ?? { line: 0, character: 0 };
@@ -260,7 +262,7 @@ export function makeFakeVscode(opts: {
       }),
       onDidChangeConfiguration: configuration.event,
     }),
-    extensions: withStubs({ getExtension: () => undefined }),
+    extensions: withStubs({ getExtension: (id: string) => opts.extensions?.[id] }),
     languages: withStubs({
       getDiagnostics: () => [],
       // Enough of VS Code's selector matching for vscode-languageclient to sync the documents.

@@ -20,6 +20,7 @@ export class FakeUi implements Ui {
   /** Answers to give, in order; undefined dismisses the message. */
   readonly answers: (string | undefined)[] = [];
   pickedPath: string | undefined;
+  pickedReport: string | undefined;
   readonly openedSettings: string[] = [];
   outputShown = 0;
 
@@ -38,6 +39,9 @@ export class FakeUi implements Ui {
   }
   pickInstallPath() {
     return Promise.resolve(this.pickedPath);
+  }
+  pickReport() {
+    return Promise.resolve(this.pickedReport);
   }
   openSettings(query: string) {
     this.openedSettings.push(query);

@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import { CLIENT_COMMANDS } from "../../src/controller";
 import { context, loadBundle, until } from "../support/bundle";
 import { EXTENSION_ROOT } from "../support/fakes";
-import { makeFakeVscode } from "../support/fakeVscode";
+import { FakeEmitter, makeFakeVscode } from "../support/fakeVscode";
 
 describe("the packaged bundle, with no usable Python", () => {
   const fake = makeFakeVscode({
@@ -43,5 +43,60 @@ describe("the packaged bundle, with no usable Python", () => {
   it("asks for an open file before running a palette command", async () => {
     await fake.registered.get("stitch.generateFusedImplementation")!();
     assert.match(fake.messages.at(-1)!.text, /open a Python or CUDA file/);
+  });
+});
+
+describe("the packaged bundle, following the Python extension's interpreter", () => {
+  let exe = "/envs/first/bin/python";
+  const envChanged = new FakeEmitter();
+  const python = {
+    isActive: false,
+    activate: async () => {
+      python.isActive = true;
+    },
+    exports: {
+      environments: {
+        getActiveEnvironmentPath: () => ({ id: exe, path: exe }),
+        resolveEnvironment: async () => ({ executable: { uri: { fsPath: exe } } }),
+        onDidChangeActiveEnvironmentPath: envChanged.event,
+      },
+    },
+  };
+  const fake = makeFakeVscode({
+    settings: {},
+    workspaceFolder: EXTENSION_ROOT,
+    extensions: { "ms-python.python": python },
+  });
+  let loaded: ReturnType<typeof loadBundle>;
+
+  before(() => {
+    loaded = loadBundle(fake);
+  });
+
+  after(async () => {
+    await loaded.extension.deactivate();
+    loaded.restore();
+  });
+
+  it("activates the Python extension, uses its environment, and restarts when it changes", async () => {
+    await loaded.extension.activate(context());
+    assert.ok(python.isActive);
+    await until("the first environment's probe", () => fake.output.some((l) => l.includes(exe)), fake);
+    await until("its failure", () => fake.messages.some((m) => /first\/bin\/python/.test(m.text)), fake);
+    assert.match(
+      fake.output.join("\n"),
+      /the Python extension's active environment: \/envs\/first\/bin\/python/,
+    );
+    exe = "/envs/second/bin/python";
+    envChanged.fire({ id: exe, path: exe });
+    await until(
+      "a restart with the new environment",
+      () => fake.messages.some((m) => /second\/bin\/python/.test(m.text)),
+      fake,
+    );
+    assert.match(
+      fake.output.join("\n"),
+      /Restarting the server: the interpreter is now \/envs\/second\/bin\/python/,
+    );
   });
 });
