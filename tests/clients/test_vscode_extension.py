@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-CLIENT = Path(__file__).resolve().parents[2] / "client-vscode"
+REPO = Path(__file__).resolve().parents[2]
+CLIENT = REPO / "client-vscode"
+SHARED = Path(os.environ.get("STITCH_SHARED_DIR", REPO.parent / "shared")).resolve()
 NPM = shutil.which("npm")
 
 pytestmark = [
@@ -26,7 +28,12 @@ pytestmark = [
 
 
 def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "STITCH_PYTHON": sys.executable, "CI": "1"}
+    env = {
+        **os.environ,
+        "STITCH_PYTHON": sys.executable,
+        "STITCH_SHARED_DIR": str(SHARED),
+        "CI": "1",
+    }
     proc = subprocess.run(
         [NPM, *args],
         cwd=cwd,
@@ -51,9 +58,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_npm_test(installed: Path) -> None:
     proc = npm(installed, "test", timeout=300)
-    # node's test runner prints a summary; make sure tests really ran and none were skipped.
-    assert "# fail 0" in proc.stdout or "ℹ fail 0" in proc.stdout, proc.stdout[-3000:]
-    assert "ℹ skipped 0" in proc.stdout or "# skip 0" in proc.stdout, proc.stdout[-3000:]
+    # node's test runner prints a summary; make sure tests really ran and none were skipped
+    # (the one test that reads a shared ncu report skips, saying so, when the folder is absent).
+    assert "ℹ fail 0" in proc.stdout, proc.stdout[-3000:]
+    if SHARED.is_dir():
+        assert "ℹ skipped 0" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
@@ -71,3 +80,31 @@ def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
         "node_modules leaked into the .vsix"
     )
     assert not any(n.startswith("extension/src/") for n in names), "sources leaked into the .vsix"
+
+
+def test_the_packaged_bundle_activates_and_serves(installed: Path, tmp_path: Path) -> None:
+    """The minified bundle inside the .vsix, not the test build, against the real server."""
+    vsix = installed / "stitch-lsp.vsix"
+    if not vsix.is_file():
+        npm(installed, "run", "package", timeout=300)
+    with zipfile.ZipFile(vsix) as zf:
+        zf.extract("extension/out/extension.js", tmp_path)
+    bundle = tmp_path / "extension" / "out" / "extension.js"
+    env = {
+        **os.environ,
+        "STITCH_BUNDLE": str(bundle),
+        "STITCH_PYTHON": sys.executable,
+        "STITCH_SHARED_DIR": str(SHARED),
+    }
+    tests = ["out/test/unit/activation.test.js", "out/test/e2e/extension.test.js"]
+    proc = subprocess.run(
+        ["node", "--test", "--test-reporter=spec", *tests],
+        cwd=installed,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    assert "ℹ fail 0" in proc.stdout, proc.stdout[-3000:]

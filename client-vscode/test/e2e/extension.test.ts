@@ -12,7 +12,11 @@ import { after, before, describe, it } from "node:test";
 import { CLIENT_COMMANDS } from "../../src/controller";
 import { context, loadBundle, until } from "../support/bundle";
 import { fakeDocument, makeFakeVscode } from "../support/fakeVscode";
-import { FIXTURES, testPython } from "./session";
+import { FIXTURES, REPO_ROOT, testPython } from "./session";
+
+// The shared data folder: $STITCH_SHARED_DIR, else the one beside the repository.
+const SHARED = process.env.STITCH_SHARED_DIR ?? path.join(REPO_ROOT, "..", "shared");
+const NCU_REPORT = path.resolve(SHARED, "fixtures", "ncu", "relu_bias_full.ncu-rep");
 
 describe("the bundled extension with the real server", { timeout: 90_000 }, () => {
   // model.py, open in the editor with an unsaved edit, the cursor inside `class Model`.
@@ -24,6 +28,7 @@ describe("the bundled extension with the real server", { timeout: 90_000 }, () =
     workspaceFolder: FIXTURES,
     documents: [fakeDocument(modelFile, "python", unsaved)],
     cursor: { line: classLine + 2, character: 8 },
+    openDialog: () => NCU_REPORT,
   });
   const ctx = context();
   let loaded: ReturnType<typeof loadBundle>;
@@ -80,6 +85,21 @@ describe("the bundled extension with the real server", { timeout: 90_000 }, () =
     );
     assert.match(fake.output.join("\n"), /Running "Generate fused CUDA implementation" \(stitch\.generate\)/);
   });
+
+  it(
+    "shows a real Nsight Compute report through the server's stitch.showProfile",
+    { skip: fs.existsSync(NCU_REPORT) ? false : `no ncu fixture at ${NCU_REPORT} (set STITCH_SHARED_DIR)` },
+    async () => {
+      assert.ok(fake.registered.has("stitch.showProfile"), "the server does not offer stitch.showProfile");
+      await fake.registered.get("stitch.showNcuReport")!();
+      const line = fake.output.find((l) => l.startsWith("[client] stitch.showProfile returned"));
+      assert.ok(line, fake.output.join("\n"));
+      const result = JSON.parse(line.replace("[client] stitch.showProfile returned ", ""));
+      assert.equal(result.ok, true, line);
+      assert.equal(result.report, NCU_REPORT);
+      assert.equal(result.kernels?.[0]?.name, "relu_bias", line);
+    },
+  );
 
   it("restarts the server when a server setting changes, and not for the trace level", async () => {
     const before = startsLogged();

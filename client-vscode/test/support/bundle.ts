@@ -8,7 +8,8 @@ import * as path from "node:path";
 import { EXTENSION_ROOT, loadManifest } from "./fakes";
 import type { FakeVscode } from "./fakeVscode";
 
-const BUNDLE = path.join(EXTENSION_ROOT, "out", "extension.js");
+/** The bundle under test: out/extension.js, or $STITCH_BUNDLE (e.g. the one taken out of a .vsix). */
+const BUNDLE = path.resolve(process.env.STITCH_BUNDLE ?? path.join(EXTENSION_ROOT, "out", "extension.js"));
 
 type Extension = { activate(ctx: unknown): Promise<void>; deactivate(): Promise<void> };
 type Loader = { _load: (request: string, ...rest: unknown[]) => unknown };

@@ -129,6 +129,8 @@ export function makeFakeVscode(opts: {
   /** Open documents; the first is the active editor, with the cursor at `cursor`. */
   documents?: FakeDocument[];
   cursor?: { line: number; character: number };
+  /** What the file dialog returns (a path), if anything. */
+  openDialog?: () => string | undefined;
   /** Extensions by id, e.g. a fake ms-python.python with its exported API. */
   extensions?: Record<string, { isActive: boolean; exports: unknown; activate(): Promise<unknown> }>;
 }): FakeVscode {
@@ -225,6 +227,10 @@ export function makeFakeVscode(opts: {
     window: withStubs({
       createOutputChannel: channel,
       createStatusBarItem: () => statusItem,
+      showOpenDialog: () => {
+        const picked = opts.openDialog?.();
+        return Promise.resolve(picked === undefined ? undefined : [FakeUri.file(picked)]);
+      },
       showInformationMessage: message("info"),
       showWarningMessage: message("warn"),
       showErrorMessage: message("error"),

@@ -52,6 +52,7 @@ describe("server controller", () => {
       "stitch.server.verify": true,
       "stitch.server.profile": false,
       "stitch.server.optimize": false,
+      "stitch.server.showProfile": false,
     });
     await ctl.stop();
     assert.ok([...host.contexts.values()].every((v) => v === false));
@@ -268,6 +269,36 @@ describe("server controller", () => {
     };
     assert.equal(await ctl.runPaletteCommand("stitch.verifyImplementation", target), "failed");
     assert.match(host.ui.shown.at(-1)!.message, /verify failed: no GPU/);
+  });
+
+  it("shows an Nsight Compute report through stitch.showProfile, even in an untrusted workspace", async () => {
+    assert.equal(await ctl.showReport(target.uri), "not-running");
+    host.trusted = false;
+    factory.caps = { executeCommandProvider: { commands: ["stitch.showProfile"] } };
+    factory.configure = (client) => {
+      client.responder = () => ({ ok: true, documents: [target.uri] });
+    };
+    await ctl.start();
+    await ctl.settled();
+    assert.equal(host.contexts.get("stitch.server.showProfile"), true);
+    assert.equal(await ctl.showReport(target.uri), "nothing-here"); // the file dialog was dismissed
+    host.ui.pickedReport = "/reports/relu.ncu-rep";
+    assert.equal(await ctl.showReport(target.uri), "ran");
+    assert.equal(await ctl.showReport(undefined), "ran");
+    const execs = factory.last!.requests.filter((r) => r.method === "workspace/executeCommand");
+    assert.deepEqual(
+      execs.map((r) => r.params),
+      [
+        { command: "stitch.showProfile", arguments: [{ uri: target.uri, report: "/reports/relu.ncu-rep" }] },
+        { command: "stitch.showProfile", arguments: [{ report: "/reports/relu.ncu-rep" }] },
+      ],
+    );
+  });
+
+  it("does not offer a report command the server lacks", async () => {
+    await ctl.start();
+    await ctl.settled();
+    assert.equal(await ctl.showReport(target.uri), "not-offered");
   });
 
   it("stops the server on dispose and starts nothing afterwards", async () => {

@@ -3,7 +3,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, it } from "node:test";
 import { CLIENT_COMMANDS, commandContextKey } from "../../src/controller";
-import { PALETTE_COMMANDS, SERVER_COMMANDS } from "../../src/serverCommands";
+import { PALETTE_COMMANDS, SERVER_COMMANDS, SHOW_REPORT_PALETTE } from "../../src/serverCommands";
 import { EXTENSION_ROOT, loadManifest } from "../support/fakes";
 
 const manifest = loadManifest();
@@ -40,6 +40,8 @@ describe("package.json", () => {
       const entry = menus.find((m) => m.command === id);
       assert.ok(entry?.when?.startsWith(`${commandContextKey(name)} && `), `${id}: when = ${entry?.when}`);
     }
+    const report = menus.find((m) => m.command === SHOW_REPORT_PALETTE);
+    assert.equal(report?.when, commandContextKey("showProfile"));
   });
 
   it("declares limited support for untrusted workspaces and restricts the settings that run programs", () => {
