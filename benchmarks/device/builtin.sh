@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
 # seconds: 180
-# Builtin coder on a GPU: correctness tests (odd sizes, every op family); the byte-floor ratio of
-# the generated kernels on memory-bound level 1 problems; then `stitch-lsp bench` on a sample of
-# level 2 through the Verifier. BUILTIN_ONLY picks the level 2 problems.
+# Builtin coder on a GPU: correctness tests (odd sizes, every op family); speed against eager
+# (and the byte floor) over KernelBench level 2 plus some level 1 problems with
+# benchmarks/builtin_speed.py; then, with the time left, `stitch-lsp bench` (the Verifier's full
+# protocol, torch.compile included) on a sample. BUILTIN_BENCH picks that sample.
 set -u
 out="${AREA_OUT:-/tmp/builtin-out}"
 mkdir -p "$out"
 start=$(date +%s)
 shared="${STITCH_SHARED_DIR:-shared}"
-ls /usr/local/cuda/include/cublas_v2.h /usr/local/cuda/include/cublasLt.h 2>&1 | tee "$out/cublas.txt"
+kb="$shared/kernelbench-dev"
 python3 -m pytest -m gpu tests/builtin -p no:cacheprovider -q -rs --junitxml="$out/junit.xml" \
   > "$out/pytest.txt" 2>&1
 echo "pytest rc=$? ($(( $(date +%s) - start )) s)"
-tail -n 30 "$out/pytest.txt"
-if [ -d "$shared/kernelbench-dev" ]; then
-  timeout 60 python3 benchmarks/builtin_floor.py "$shared/kernelbench-dev/level1" \
-    --json "$out/floor_level1.json" > "$out/floor.txt" 2>&1
-  echo "floor rc=$? ($(( $(date +%s) - start )) s)"
-  cat "$out/floor.txt" | grep -v Warning | tail -n 15
+grep -E "passed|failed|Error|error:" "$out/pytest.txt" | tail -n 15
+if [ -d "$kb" ]; then
+  l1=""
+  for n in 19 47 51 94 23 40; do l1="$l1 $(ls "$kb"/level1/${n}_*.py)"; done
+  # shellcheck disable=SC2086
+  timeout 100 python3 benchmarks/builtin_speed.py "$kb/level2" $l1 --threads 14 \
+    --json "$out/speed.json" > "$out/speed.txt" 2>&1
+  echo "speed rc=$? ($(( $(date +%s) - start )) s)"
+  grep -v -i warn "$out/speed.txt" | tail -n 40
 fi
-left=$(( 170 - ($(date +%s) - start) ))
-only="${BUILTIN_ONLY:-99,19,33}"
-if [ "$left" -gt 30 ] && [ -d "$shared/kernelbench-dev" ]; then
-  timeout "$left" python3 -m stitch_lsp bench "$shared/kernelbench-dev" --level 2 --only "$only" \
+left=$(( 172 - ($(date +%s) - start) ))
+if [ "$left" -gt 35 ] && [ -d "$kb" ]; then
+  timeout "$left" python3 -m stitch_lsp bench "$kb" --level 2 --only "${BUILTIN_BENCH:-99,17,21}" \
     --json "$out/bench_level2.json" --out "$out/candidates" > "$out/bench.txt" 2>&1
   echo "bench rc=$? ($(( $(date +%s) - start )) s)"
-  tail -n 20 "$out/bench.txt"
+  [ -f "$out/bench_level2.md" ] && tail -n 12 "$out/bench_level2.md"
 else
-  echo "bench skipped (left ${left}s, shared=$shared)"
+  echo "bench skipped (${left}s left)"
 fi

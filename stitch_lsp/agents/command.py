@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", help="cuda:K to verify on")
     p.add_argument(
+        "--no-seed",
+        action="store_true",
+        help="do not show the LLM the builtin generator's draft as a starting point",
+    )
+    p.add_argument(
         "--trajectories-dir", help="where attempt records go (relative: to the reference)"
     )
     p.add_argument("--json", action="store_true", help="print the run result as JSON at the end")
@@ -117,6 +122,7 @@ def _generate(args: argparse.Namespace) -> int:
         cancel=cancel,
         progress=lambda msg: console.print(f"[dim]… {msg}[/]"),
         device=settings.device,
+        seed_with_builtin=not args.no_seed,
     )
     loop.on_attempt = lambda a: console.print(_attempt_line(a, settings.max_attempts))
     console.print(

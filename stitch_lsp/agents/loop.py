@@ -12,6 +12,7 @@ verification run in workers.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +35,17 @@ from stitch_lsp.models.agents import (
     Verdict,
 )
 
+log = logging.getLogger(__name__)
 _BUILD_FAIL = {"compile_error", "no_code"}
 _WRONG = {"incorrect", "runtime_error", "exploit", "rejected", "timeout"}
 
 
 class Verifier(Protocol):
-    """Builds, checks and times one candidate against the reference (in a worker)."""
+    """Builds, checks and times one candidate against the reference (in a worker).
+
+    A Verifier may also offer `profile(reference, candidate, *, cancel) -> (summary, hints)`;
+    the loop calls it on the version an optimization starts from, and only then.
+    """
 
     def __call__(
         self, reference: Path, candidate: str, *, compile_only: bool, cancel: threading.Event
@@ -152,6 +158,9 @@ class GenerationLoop:
             cancelled = self.cancel.is_set()
             result.stopped = "cancelled" if cancelled else "error"
             result.message = "cancelled; nothing was written" if cancelled else str(exc)
+        except Exception as exc:  # a bug or a broken worker: end the run, keep what was learnt
+            log.exception("the generation loop failed")
+            result.stopped, result.message = "error", f"{type(exc).__name__}: {exc}"
         finally:
             if state is not None:
                 result.attempts = state.attempts
@@ -169,12 +178,19 @@ class GenerationLoop:
 
     def _plan(self) -> Plan:
         self.progress("Planning")
-        analysis = self.analyze(
-            self.reference,
-            self.settings,
-            profile=self.opt.profile_reference and not self.opt.compile_only,
-            cancel=self.cancel,
-        )
+        try:
+            analysis = self.analyze(
+                self.reference,
+                self.settings,
+                profile=self.opt.profile_reference and not self.opt.compile_only,
+                cancel=self.cancel,
+            )
+        except planner_mod.PlannerError as exc:
+            if "No module named 'torch'" not in str(exc):
+                raise
+            # no torch for workers: the graph analysis is lost, but a compile-only loop still
+            # works (the Verifier builds fastcuda sources without torch)
+            analysis = planner_mod.fallback_analysis("torch is not installed for the workers")
         self._check()
         plan = planner_mod.plan_from_analysis(analysis)
         if self.client is not None and self.coder.iterative:
@@ -201,9 +217,8 @@ class GenerationLoop:
             if stage is CoderStage.optimize_performance:
                 # asked to optimize: beat the current version, not just the configured target
                 self.target = max(self.target, (previous.verdict.speedup or 0.0) * 1.05)
-                if hasattr(self.verifier, "target"):
-                    self.verifier.target = self.target  # profile what still misses the goal
                 result.baseline_speedup = previous.verdict.speedup
+                self._profile(previous)
         seed = self.opt.seed() if (self.opt.seed and self.coder.iterative) else None
         for index in range(1, budget + 1):
             self._check()
@@ -275,6 +290,8 @@ class GenerationLoop:
                 stage, previous = self._next_stage(state, attempt)
             if index == budget:
                 break
+            if stage is CoderStage.optimize_performance and previous is not None:
+                self._profile(previous)
             recent = state.attempts[-state.since_replan :]
             trigger = trigger_for_replan(recent, self.target)
             if trigger is not None:
@@ -292,6 +309,19 @@ class GenerationLoop:
                 if "within 5%" not in trigger:
                     stage = CoderStage.draft
         result.stopped = "budget"
+
+    def _profile(self, attempt: Attempt) -> None:
+        """Profile the version the next optimization starts from (once), if the Verifier can."""
+        profile = getattr(self.verifier, "profile", None)
+        v = attempt.verdict
+        if profile is None or attempt.code is None or v.profile_summary or v.profile_hints:
+            return
+        self._check()
+        self.progress("Profiling")
+        v.profile_summary, v.profile_hints = profile(
+            self.reference, attempt.code, cancel=self.cancel
+        )
+        self._check()
 
     def _verify_baseline(self, state: _State) -> Attempt:
         self.progress("Verifying the current version")

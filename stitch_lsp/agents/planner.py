@@ -108,6 +108,20 @@ def _wait(proc: subprocess.Popen[str], cancel: threading.Event | None, timeout_s
 def plan_from_analysis(analysis: ReferenceAnalysis) -> Plan:
     """A plan from the numbers alone: fuse each heavy op with the cheap ops that follow it."""
     work = [op for op in analysis.ops if op.flops > 0 or op.bytes > 0]
+    if not work:
+        why = "; ".join(analysis.notes) or "the graph could not be captured"
+        return Plan(
+            summary=f"Plan from the source alone ({why}).",
+            steps=[
+                "Read forward() and list its operators in order.",
+                "Fuse each heavy operator (GEMM, convolution) with the elementwise and "
+                "normalisation ops that follow it; one memory pass for memory-bound chains.",
+                "ModelNew.forward launches the kernels in order on the current stream.",
+            ],
+            correctness_risks=["fp32 stays fp32: no TF32 or fp16 shortcuts; tolerance 1e-4"],
+            constraints=["ModelNew keeps Model's constructor, forward signature and parameters"],
+            analysis=analysis,
+        )
     groups: list[list[OpCost]] = []
     for op in work:
         if _ANCHORS.match(op.op) or not groups:

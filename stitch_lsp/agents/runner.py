@@ -75,7 +75,7 @@ def build_loop(
     if verifier is None:
         from stitch_lsp.agents.verifier import StitchVerifier
 
-        verifier = StitchVerifier(settings, device=device, progress=progress)
+        verifier = StitchVerifier(settings, device=device)
     options = LoopOptions(
         compile_only=compile_only,
         trajectories_dir=trajectories_folder(settings, root or reference.parent),

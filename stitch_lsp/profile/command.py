@@ -58,15 +58,15 @@ def _parse_maps(items: list[str]) -> dict[str, str]:
     return maps
 
 
-def _emit(report, mapper, as_json: bool, extra: dict | None = None) -> int:  # type: ignore[no-untyped-def]
+def _emit(report, mapper, as_json: bool, extra: dict | None = None, fallback=None) -> int:  # type: ignore[no-untyped-def]
     from stitch_lsp.models.findings import CheckReport, Severity
     from stitch_lsp.profile.findings import place_kernel, report_findings, unmapped_paths
     from stitch_lsp.profile.summary import summarize
 
-    findings = report_findings(report, mapper)
+    findings = report_findings(report, mapper, fallback)
     summaries = []
     for k in report.kernels:
-        place = place_kernel(k, mapper)
+        place = place_kernel(k, mapper, fallback)
         summaries.append(
             summarize(k, str(place.path) if place else k.source_path, place.line if place else None)
         )
@@ -184,10 +184,13 @@ def _run_profile(args: argparse.Namespace) -> int:
             if run.log_tail:
                 print(run.log_tail, file=sys.stderr)
         return 1
+    from stitch_lsp.profile.findings import module_anchor
+
     mapper = SourceMapper(
         run.report.sources, {}, workspace_candidates([path.parent]), preferred=path
     )
-    return _emit(run.report, mapper, args.json, _run_info(run))
+    anchor = module_anchor(path, mapper.text_of(path) or "", args.class_name)
+    return _emit(run.report, mapper, args.json, _run_info(run), anchor)
 
 
 def _run_info(run) -> dict:  # type: ignore[no-untyped-def]

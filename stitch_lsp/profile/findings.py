@@ -82,7 +82,27 @@ def find_signature(text: str, name: str) -> int | None:
     return text.count("\n", 0, name_at) + 1
 
 
-def place_kernel(k: ProfileResult, mapper: SourceMapper) -> KernelPlace | None:
+def module_anchor(path: Path, text: str, class_name: str | None = None) -> KernelPlace | None:
+    """The `def forward` of the profiled module (else its class line), for kernels that have no
+    source of their own in the workspace (cuBLAS, cuDNN, torch's kernels)."""
+    if path.suffix != ".py":
+        return None
+    name = class_name or ("ModelNew" if re.search(r"^class\s+ModelNew\b", text, re.M) else "Model")
+    cls = re.search(rf"^class\s+{re.escape(name)}\b", text, re.M)
+    if cls is None:
+        return None
+    body = text[cls.end() :]
+    first_nl = body.find("\n") + 1
+    if first_nl and (nxt := re.search(r"^\S", body[first_nl:], re.M)) is not None:
+        body = body[: first_nl + nxt.start()]  # stop at the next top-level statement
+    fwd = re.search(r"^[ \t]+def\s+forward\s*\(", body, re.M)
+    at = cls.end() + fwd.start() if fwd else cls.start()
+    return KernelPlace(path, text.count("\n", 0, at) + 1, None)
+
+
+def place_kernel(
+    k: ProfileResult, mapper: SourceMapper, fallback: KernelPlace | None = None
+) -> KernelPlace | None:
     mapping = mapper.resolve(k.source_path)
     if mapping is None:
         # No line info (built without -lineinfo) or no such file: find the kernel by name.
@@ -91,7 +111,7 @@ def place_kernel(k: ProfileResult, mapper: SourceMapper) -> KernelPlace | None:
             line = find_signature(mapper.text_of(cand) or "", k.name)
             if line is not None:
                 return KernelPlace(cand, line, None)
-        return None
+        return fallback
     text = mapper.text_of(mapping.local_path) or ""
     sig = find_signature(text, k.name)
     if sig is None and k.source_first_line:
@@ -111,10 +131,12 @@ def _suffix(speedup: float | None) -> str:
     return f" (est. speedup {speedup:.0f}%)" if speedup else ""
 
 
-def kernel_findings(k: ProfileResult, mapper: SourceMapper) -> list[Finding]:
+def kernel_findings(
+    k: ProfileResult, mapper: SourceMapper, fallback: KernelPlace | None = None
+) -> list[Finding]:
     """Rule results on the kernel's signature, markers and hot spots on their own lines."""
     out: list[Finding] = []
-    place = place_kernel(k, mapper)
+    place = place_kernel(k, mapper, fallback)
     speedups = _speedups(k)
     if place is not None:
         for r in k.rules:
@@ -185,10 +207,13 @@ def kernel_findings(k: ProfileResult, mapper: SourceMapper) -> list[Finding]:
     return out
 
 
-def report_findings(report: ProfileReport, mapper: SourceMapper) -> list[Finding]:
+def report_findings(
+    report: ProfileReport, mapper: SourceMapper, fallback: KernelPlace | None = None
+) -> list[Finding]:
+    """All findings of a report; `fallback` places kernels that have no source of their own."""
     findings: list[Finding] = []
     for k in report.kernels:
-        findings.extend(kernel_findings(k, mapper))
+        findings.extend(kernel_findings(k, mapper, fallback))
     order = {Severity.error: 0, Severity.warning: 1, Severity.information: 2, Severity.hint: 3}
     findings.sort(key=lambda f: (f.path, f.line, order[f.severity], f.code))
     return findings

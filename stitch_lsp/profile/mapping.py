@@ -123,8 +123,11 @@ class SourceMapper:
             if key in (report_path, base):
                 return self._mapping(report_path, local, "map", embedded)
         here = Path(report_path)
-        if here.is_file() and (embedded is None or self.text_of(here.resolve()) == embedded):
+        here_ok = here.is_file() and (embedded is None or self.text_of(here.resolve()) == embedded)
+        if here_ok and (here.resolve() in self.candidates or here.resolve() == self.preferred):
             return FileMapping(report_path, here.resolve(), "path")
+        # A build folder's copy (load_inline's cuda.cu) exists too, but the user edits the
+        # workspace file that holds the same text: look there first.
         if embedded is not None:
             best: FileMapping | None = None
             best_score = 0
@@ -143,6 +146,8 @@ class SourceMapper:
                 anchors, matched = align(embedded, text)
                 if matched >= min(needed, _MIN_PREFERRED_LINES):
                     return FileMapping(report_path, self.preferred, "content", anchors)
+        if here_ok:
+            return FileMapping(report_path, here.resolve(), "path")
         for cand in self.candidates:
             if cand.name == base:
                 return self._mapping(report_path, cand, "basename", embedded)

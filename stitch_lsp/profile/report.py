@@ -95,6 +95,15 @@ class _Metrics:
         except (TypeError, ValueError):
             return None
 
+    def first(self, *names: str) -> float | None:
+        """The first of several equivalent metrics that was collected (sets differ)."""
+        return next((v for n in names if (v := self.get(n)) is not None), None)
+
+    def total(self, *names: str) -> float | None:
+        """Sum of metrics that are all present, else None."""
+        values = [self.get(n) for n in names]
+        return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+
     def text(self, name: str) -> str | None:
         if name not in self.names:
             return None
@@ -137,8 +146,12 @@ def read_action(action: Any, range_idx: int = 0, action_idx: int = 0) -> Profile
         memory_throughput_pct=m.get(
             "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
         ),
-        dram_throughput_pct=m.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-        dram_bytes_per_s=m.get("dram__bytes.sum.per_second"),
+        dram_throughput_pct=m.first(
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        ),
+        dram_bytes_per_s=m.get("dram__bytes.sum.per_second")
+        or m.total("dram__bytes_read.sum.per_second", "dram__bytes_write.sum.per_second"),
         occupancy=_occupancy(m),
         launch=_launch(m),
     )

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -144,32 +146,68 @@ def find_nvcc() -> str | None:
 @cache
 def nvcc_version(nvcc: str) -> str:
     """`nvcc --version` text; part of the cache key, so a toolkit upgrade rebuilds everything."""
+    return _toolchain_facts(nvcc)["version"]
+
+
+@cache
+def toolkit_root(nvcc: str) -> Path | None:
+    """The CUDA toolkit folder, found through nvcc's dry run (nvcc may be a wrapper script)."""
+    top = _toolchain_facts(nvcc)["top"]
+    return Path(top) if top else None
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _toolchain_facts(nvcc: str) -> dict[str, str]:
+    """nvcc's version and toolkit folder, remembered on disk: asking nvcc costs two process
+    starts, which would be most of a warm (cached) build. An entry is trusted only while both
+    the nvcc we were given and the toolkit's own nvcc binary are unchanged."""
+    given = Path(nvcc).resolve()
+    try:
+        ident = f"{given}\0{_stat_key(given)}"
+    except OSError as exc:
+        raise CudaBuildError(f"nvcc not found at {nvcc}: {exc}") from exc
+    memo = cache_dir() / "toolchain" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
+    try:
+        facts = json.loads(memo.read_text())
+        if facts.get("top_nvcc") == _stat_key(Path(facts["top"]) / "bin" / "nvcc"):
+            return facts
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
     try:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CudaBuildError(f"cannot run {nvcc} --version: {exc}") from exc
     if out.returncode != 0:
         raise CudaBuildError(f"{nvcc} --version failed", log=out.stdout + out.stderr)
-    return out.stdout.strip()
-
-
-@cache
-def toolkit_root(nvcc: str) -> Path | None:
-    """The CUDA toolkit folder, found through nvcc's dry run (nvcc may be a wrapper script)."""
+    facts = {"version": out.stdout.strip(), "top": ""}
     try:
-        out = subprocess.run(
+        dry = subprocess.run(
             [nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
             capture_output=True,
             text=True,
             timeout=60,
         )
-        m = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.MULTILINE)
+        m = re.search(r"^#\$ TOP=(.+)$", dry.stdout + dry.stderr, re.MULTILINE)
         if m:
-            return Path(m.group(1).strip()).resolve()
+            facts["top"] = str(Path(m.group(1).strip()).resolve())
     except (OSError, subprocess.TimeoutExpired):
         pass
-    parent = Path(nvcc).resolve().parent.parent
-    return parent if (parent / "include").is_dir() else None
+    if not facts["top"]:
+        parent = given.parent.parent
+        facts["top"] = str(parent) if (parent / "include").is_dir() else ""
+    try:
+        facts["top_nvcc"] = _stat_key(Path(facts["top"]) / "bin" / "nvcc")  # type: ignore[assignment]
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(facts))
+        os.replace(tmp, memo)
+    except OSError:
+        pass  # no toolkit layout we understand, or a read-only cache: just ask again next time
+    return facts
 
 
 def normalize_arch(value: str) -> str:
@@ -211,10 +249,21 @@ def _gpu_arch_from_smi() -> str | None:
 
 
 def detect_arch() -> str:
-    """`STITCH_CUDA_ARCH`, else the first GPU's compute capability, else sm_90a."""
+    """`STITCH_CUDA_ARCH`, else the current GPU's compute capability, else sm_90a.
+
+    When the calling process already runs CUDA through torch (a verify worker, generated code
+    in a model), torch knows the device; asking it is free, unlike starting nvidia-smi.
+    """
     env = os.environ.get("STITCH_CUDA_ARCH")
     if env:
         return normalize_arch(env)
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            major, minor = torch.cuda.get_device_capability(torch.cuda.current_device())
+            return normalize_arch(f"{major}.{minor}")
+    except Exception:
+        pass
     return _gpu_arch_from_smi() or DEFAULT_ARCH
 
 

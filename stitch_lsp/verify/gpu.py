@@ -37,10 +37,20 @@ class GpuRun:
         self.device = device
         self.ref_mod = ref
         self.cand_mod = cand
+        self._inputs_on_device = True
 
     def inputs(self, seed: int) -> list[Any]:
+        """Fresh `get_inputs()`, created on the GPU directly when the file allows it (random
+        numbers for a multi-GB input take seconds on the CPU), else on the CPU and copied."""
         torch.manual_seed(seed)
         torch.cuda.manual_seed(seed)
+        if self._inputs_on_device:
+            try:
+                with torch.device(self.device):
+                    return to_device(list(self.ref_mod.get_inputs()), self.device)
+            except Exception:
+                self._inputs_on_device = False
+                torch.manual_seed(seed)
         return to_device(list(self.ref_mod.get_inputs()), self.device)
 
     def run(self) -> None:

@@ -196,9 +196,12 @@ def _nvcc_compile_only(
     key = hashlib.sha256(
         "\0".join([text, *flags, fastcuda.nvcc_version(nvcc)]).encode()
     ).hexdigest()
+    # The outcome (either way) is a function of the text, the flags and the toolchain.
     ok_marker = cache / f"{key[:32]}.ok"
-    if ok_marker.is_file():
-        return True, ok_marker.read_text(), 0.0, True
+    fail_marker = cache / f"{key[:32]}.fail"
+    for marker, ok in ((ok_marker, True), (fail_marker, False)):
+        if marker.is_file():
+            return ok, marker.read_text(), 0.0, True
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stitch-co-") as tmp:
         src = Path(tmp) / filename
@@ -210,10 +213,10 @@ def _nvcc_compile_only(
             return False, "nvcc -c timed out after 900 s", time.perf_counter() - start, False
         log = (proc.stdout + proc.stderr).replace(tmp + "/", "")
     seconds = time.perf_counter() - start
-    if proc.returncode == 0:
-        marker_tmp = ok_marker.with_suffix(f".{os.getpid()}.tmp")
-        marker_tmp.write_text(log[-LOG_TAIL_CHARS:])
-        os.replace(marker_tmp, ok_marker)
+    marker = ok_marker if proc.returncode == 0 else fail_marker
+    marker_tmp = marker.with_suffix(f".{os.getpid()}.tmp")
+    marker_tmp.write_text(log[-4 * LOG_TAIL_CHARS :])
+    os.replace(marker_tmp, marker)
     return proc.returncode == 0, log, seconds, False
 
 
@@ -259,6 +262,8 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
         start = time.perf_counter()
         if watch.compile_only:
             return _load_inline_compile_only(name, cpp_text, cuda_text if cuda else "", kw, watch)
+        if cuda:
+            kw = with_lineinfo(kw)
         try:
             result = real_inline(name, cpp_sources, cuda_sources, *args, **kw)
         except Exception as exc:  # torch raises RuntimeError with the ninja output inside
@@ -287,7 +292,13 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
             )
             raise BuildFailure(f"load_inline({name!r}) failed to build", findings, info) from exc
         watch.builds.append(
-            BuildInfo(kind="load_inline", name=name, seconds=time.perf_counter() - start)
+            BuildInfo(
+                kind="load_inline",
+                name=name,
+                seconds=time.perf_counter() - start,
+                arch=os.environ.get("TORCH_CUDA_ARCH_LIST"),
+                command=["load_inline", *_as_list(kw.get("extra_cuda_cflags"))],
+            )
         )
         return result
 
@@ -326,6 +337,8 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
                     raise BuildFailure(f"load({name!r}) failed to build", findings, info)
             watch.builds.append(info)
             return _CompileOnlyExtension(name)
+        if any(f.suffix == ".cu" for f in files):
+            kw = with_lineinfo(kw)
         try:
             result = real_load(name, sources, *args, **kw)
         except Exception as exc:
@@ -360,6 +373,24 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
     finally:
         cpp_ext.load_inline = real_inline
         cpp_ext.load = real_load
+
+
+def with_lineinfo(kw: dict[str, Any]) -> dict[str, Any]:
+    """Add `-lineinfo` to a torch build's CUDA flags: the profiler needs it to map its
+    findings to source lines, and it does not change the generated code."""
+    flags = _as_list(kw.get("extra_cuda_cflags"))
+    if "-lineinfo" in flags:
+        return kw
+    return {**kw, "extra_cuda_cflags": [*flags, "-lineinfo"]}
+
+
+def torch_arch_list(arch: str) -> str:
+    """sm_90a -> '9.0a' (TORCH_CUDA_ARCH_LIST's spelling), so torch builds use the same target
+    as our own builds instead of torch's default (sm_90 plus PTX on an H100/H200)."""
+    num = fastcuda.normalize_arch(arch).removeprefix("sm_")
+    suffix = num[-1] if num[-1].isalpha() else ""
+    digits = num.rstrip("af")
+    return f"{digits[:-1]}.{digits[-1]}{suffix}"
 
 
 def _doc_error(document: Path, message: str) -> Finding:
@@ -415,6 +446,54 @@ def _has_code(cpp_text: str) -> bool:
 # --------------------------------------------------------------------------- fastcuda, statically
 
 
+def static_inline_builds(module: types.ModuleType, document: Path, watch: BuildWatch) -> list[str]:
+    """Compile-only: `load_inline` calls the import did not reach (inside `__init__` or
+    `forward`) are made now, with their arguments evaluated in the module's namespace. Must run
+    inside `watch_torch_builds`, so the calls compile only."""
+    try:
+        import torch.utils.cpp_extension as cpp_ext
+    except ImportError:
+        return []
+    done = {b.name for b in watch.builds}
+    made: list[str] = []
+    for args, kwargs in _calls(document, vars(module), {"load_inline"}):
+        name = kwargs.get("name", args[0] if args else None)
+        if not isinstance(name, str) or name in done:
+            continue
+        cpp_ext.load_inline(*args, **kwargs)
+        done.add(name)
+        made.append(name)
+    return made
+
+
+def _calls(
+    document: Path, namespace: dict[str, Any], names: set[str]
+) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+    """Arguments of every call to one of `names` in the file whose arguments evaluate in the
+    module's namespace (calls that use local variables are skipped)."""
+    try:
+        tree = ast.parse(document.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+        if fname not in names:
+            continue
+        try:
+            args = [_eval(a, namespace) for a in node.args]
+            kwargs = {k.arg: _eval(k.value, namespace) for k in node.keywords if k.arg}
+        except Exception:
+            continue
+        yield args, kwargs
+
+
+def _eval(node: ast.expr, namespace: dict[str, Any]) -> Any:
+    return eval(compile(ast.Expression(node), "<argument>", "eval"), namespace)
+
+
 def static_fastcuda_builds(module: types.ModuleType, document: Path) -> list[str]:
     """Build, with no GPU, what a candidate would build lazily on its first forward.
 
@@ -423,28 +502,9 @@ def static_fastcuda_builds(module: types.ModuleType, document: Path) -> list[str
     namespace; if none can be evaluated, every module-level string holding `extern "C"` is built
     with default flags. Returns the names built; raises CudaBuildError on a failure.
     """
-    try:
-        tree = ast.parse(document.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return []
     built: list[str] = []
     namespace = vars(module)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        fn = node.func
-        fname = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-        if fname not in {"load_cuda", "build_cuda"}:
-            continue
-        try:
-            args = [eval(compile(ast.Expression(a), "<arg>", "eval"), namespace) for a in node.args]
-            kwargs = {
-                k.arg: eval(compile(ast.Expression(k.value), "<arg>", "eval"), namespace)
-                for k in node.keywords
-                if k.arg
-            }
-        except Exception:
-            continue
+    for args, kwargs in _calls(document, namespace, {"load_cuda", "build_cuda"}):
         if not args or not isinstance(args[0], str):
             continue
         fastcuda.build_cuda(

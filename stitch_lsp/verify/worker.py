@@ -23,13 +23,15 @@ from stitch_lsp.models.verify import (
     VerifyResult,
     VerifyStatus,
 )
-from stitch_lsp.runtime.fastcuda import CudaBuildError
+from stitch_lsp.runtime.fastcuda import CudaBuildError, detect_arch
 from stitch_lsp.verify.loading import (
     BuildFailure,
     BuildWatch,
     fastcuda_failure,
     import_file,
     static_fastcuda_builds,
+    static_inline_builds,
+    torch_arch_list,
     watch_torch_builds,
 )
 from stitch_lsp.verify.source_map import definition_line
@@ -137,26 +139,32 @@ class Worker:
         device = torch.device(self.req.device or "cuda:0")
         torch.cuda.set_device(device)
         self.result.gpu_name = torch.cuda.get_device_name(device)
-        ref_mod, cand_mod = self._import_both()
+        if not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+            os.environ["TORCH_CUDA_ARCH_LIST"] = torch_arch_list(detect_arch())
         self.phase("build")
-        GpuRun(self, torch, device, ref_mod, cand_mod).run()
-
-    def _import_both(self) -> tuple[Any, Any]:
-        same = self.reference_path == self.candidate_path
-        if same:
-            with watch_torch_builds(self.watch):
-                mod = import_file(self.candidate_path, "stitch_verify_pair")
-            return mod, mod
-        ref = import_file(self.reference_path, "stitch_verify_reference")
+        ref_mod = None
+        if self.reference_path != self.candidate_path:
+            ref_mod = import_file(self.reference_path, "stitch_verify_reference")
+        # Builds may happen at import, in __init__ or on the first forward: watch them all.
         with watch_torch_builds(self.watch):
-            cand = import_file(self.candidate_path, "stitch_verify_candidate")
-        return ref, cand
+            cand_mod = self._import_candidate()
+            GpuRun(self, torch, device, ref_mod or cand_mod, cand_mod).run()
+
+    def _import_candidate(self) -> Any:
+        same = self.reference_path == self.candidate_path
+        return import_file(
+            self.candidate_path, "stitch_verify_pair" if same else "stitch_verify_candidate"
+        )
 
     def _compile_only(self, have_torch: bool) -> None:
         self.watch.compile_only = True
         if have_torch:
             self.phase("build")
-            _, cand = self._import_both()
+            if self.reference_path != self.candidate_path:
+                import_file(self.reference_path, "stitch_verify_reference")
+            with watch_torch_builds(self.watch):
+                cand = self._import_candidate()
+                static_inline_builds(cand, self.candidate_path, self.watch)
             static_fastcuda_builds(cand, self.candidate_path)
         else:
             self.phase("build")

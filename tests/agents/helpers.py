@@ -58,6 +58,13 @@ class FakeVerifier:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, bool]] = []
+        self.profiled: list[str] = []
+
+    def profile(
+        self, reference: Path, candidate: str, *, cancel: threading.Event
+    ) -> tuple[str | None, list[str]]:
+        self.profiled.append(candidate)
+        return "k0 5.0 us, memory-bound", ["k0: UncoalescedGlobalAccess (est. 40%): stride 32"]
 
     def __call__(
         self, reference: Path, candidate: str, *, compile_only: bool, cancel: threading.Event
@@ -85,13 +92,7 @@ class FakeVerifier:
             return Verdict(status="compiled", message="built")
         if status == "passed":
             s = float(speed or 1.0)
-            return Verdict(
-                status="passed",
-                speedup=s,
-                eager_ms=1.0,
-                candidate_ms=1.0 / s,
-                profile_hints=["relu: UncoalescedGlobalAccess (est. 40%): stride 32"],
-            )
+            return Verdict(status="passed", speedup=s, eager_ms=1.0, candidate_ms=1.0 / s)
         return Verdict(status=status)  # type: ignore[arg-type]
 
 

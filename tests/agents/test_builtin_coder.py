@@ -39,3 +39,38 @@ def test_unhandled_module_ends_without_output(reference, tmp_path):
     assert result.best is None and result.attempts[0].verdict.status == "no_code"
     assert "data-dependent shape" in result.attempts[0].verdict.message
     assert "nothing was written" in result.message
+
+
+def test_planning_without_torch_falls_back_to_a_source_only_plan(reference, tmp_path):
+    from stitch_lsp.agents.planner import PlannerError
+
+    def no_torch(*_a, **_k):
+        raise PlannerError("planner analysis of r.py failed: No module named 'torch'")
+
+    verifier = FakeVerifier()
+    loop = _loop(reference, tmp_path, BuiltinDraft(True, candidate("VERDICT passed"), ""), verifier)
+    loop.analyze = no_torch
+    loop.opt.compile_only = True
+    result = loop.run()
+    assert result.best_index == 1
+    rec = next((tmp_path / "traj").glob("*.jsonl")).read_text()
+    assert "no graph analysis: torch is not installed for the workers" in rec
+
+    def broken(*_a, **_k):
+        raise PlannerError("planner analysis of r.py failed: missing get_inputs")
+
+    loop = _loop(reference, tmp_path, BuiltinDraft(True, candidate("VERDICT passed"), ""), verifier)
+    loop.analyze = broken
+    result = loop.run()
+    assert result.stopped == "error" and "missing get_inputs" in result.message
+
+
+def test_a_failing_verifier_ends_the_run_with_its_error(reference, tmp_path):
+    class Broken(FakeVerifier):
+        def __call__(self, *args, **kwargs):
+            raise OSError("worker python not found")
+
+    draft = BuiltinDraft(True, candidate("VERDICT passed"), "")
+    result = _loop(reference, tmp_path, draft, Broken()).run()
+    assert result.stopped == "error" and result.best is None
+    assert "OSError: worker python not found" in result.message

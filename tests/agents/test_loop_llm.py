@@ -155,8 +155,14 @@ def test_replan_when_correct_attempts_stall_and_best_is_kept(endpoint, reference
             reply("VERDICT incorrect"),
         ]
     )
-    loop, _ = make_loop(endpoint, reference, tmp_path, max_attempts=4, target_speedup=2.0)
+    loop, verifier = make_loop(endpoint, reference, tmp_path, max_attempts=4, target_speedup=2.0)
     result = loop.run()
+    # each version an optimization starts from is profiled once; the last attempt is not
+    assert [c.split("\n")[2] for c in verifier.profiled] == [
+        "# VERDICT passed 0.80",
+        "# VERDICT passed 0.82",
+        "# VERDICT passed 0.95",
+    ]
 
     assert result.stopped == "budget"
     assert result.replans == 1
@@ -167,7 +173,8 @@ def test_replan_when_correct_attempts_stall_and_best_is_kept(endpoint, reference
     assert [a.accepted for a in result.attempts] == [False, False, True, False]
     # the optimization prompt carries timings and the profiler's hint
     opt = endpoint.script.prompts("coder")[1]
-    assert "speedup 0.80x" in opt and "UncoalescedGlobalAccess" in opt
+    assert "speedup 0.80x" in opt and "- profiler: k0: UncoalescedGlobalAccess" in opt
+    assert "Profile: k0 5.0 us, memory-bound" in opt
     # attempt 4 optimizes the best correct version (attempt 3), not the last one
     assert "VERDICT passed 0.95" in endpoint.script.prompts("coder")[3]
     assert "missed" in result.message and "attempt 3/4" in result.message

@@ -197,6 +197,14 @@ PROBLEMS["split_mse"] = (
     + "    return []\n"
 )
 
+# Few column blocks, long reduced dim: the tile kernel splits the reduced dim over blocks too.
+PROBLEMS["split_tile_batch_norm_1d"] = problem(
+    "self.bn = nn.BatchNorm1d(70)", "return F.gelu(self.bn(x))", "torch.randn(4099, 70)"
+)
+PROBLEMS["split_tile_argmax_dim0"] = problem(
+    "", "return torch.argmax(x, dim=0)", "torch.randn(5000, 33)"
+)
+
 UNSUPPORTED: dict[str, tuple[str, str]] = {
     "argmax_math": (
         problem("", "return torch.argmax(x, dim=1) * 2", "torch.randn(4, 9)"),

@@ -32,6 +32,7 @@ COMPILE_SET = [
     "pools_padded",
     "maxpool3d_dilated",
     "argmax_middle",
+    "split_tile_batch_norm_1d",
 ]
 
 

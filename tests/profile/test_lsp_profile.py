@@ -5,6 +5,7 @@ undo brings them back; hover and code lens summarise the kernel. No GPU needed.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,101 @@ async def test_profile_without_gpu_says_so(client: StitchClient, tmp_path: Path)
     if result.get("ok"):
         pytest.skip("this machine has a GPU and ncu")
     assert "GPU" in result["error"] or "ncu" in result["error"], result
+
+
+REPO = Path(__file__).resolve().parents[2]
+OWN_FIXTURES = REPO / "tests" / "fixtures" / "ncu"
+
+
+def _line(text: str, needle: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln)
+
+
+async def test_example_cu_with_its_report(client: StitchClient, tmp_path: Path) -> None:
+    text = (REPO / "examples/kernels/profile_uncoalesced.cu").read_text()
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "profile_uncoalesced.cu", text)
+    await wait_for_diagnostics(client, uri, version=1)
+    result = await show(client, uri, OWN_FIXTURES / "profile_uncoalesced.ncu-rep")
+    assert result["ok"] and result["unmapped"] == [], result
+    await wait_until(lambda: ncu_lines(client.diagnostics.get(uri, [])), 10)
+    lines = ncu_lines(client.diagnostics[uri])
+    assert "UncoalescedGlobalAccess" in lines[_line(text, "out[x * rows + y]")]
+    assert "SOLBottleneck" in lines[_line(text, "__global__ void transpose_naive")]
+
+
+async def test_example_py_with_its_report(client: StitchClient, tmp_path: Path) -> None:
+    text = (REPO / "examples/kernels/profile_inline_transpose.py").read_text()
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "profile_inline_transpose.py", text)
+    await wait_for_diagnostics(client, uri, version=1)
+    result = await show(client, uri, OWN_FIXTURES / "profile_inline_transpose.ncu-rep")
+    assert result["ok"], result
+    await wait_until(lambda: ncu_lines(client.diagnostics.get(uri, [])), 10)
+    lines = ncu_lines(client.diagnostics[uri])
+    assert "UncoalescedGlobalAccess" in lines[_line(text, "out[x * rows + y]")]
+
+    row = _line(text, "class ModelNew") - 1
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=row, character=len("class Mo")),
+        )
+    )
+    assert hover is not None
+    md = hover.contents.value  # type: ignore[union-attr]
+    assert "1 kernel(s)" in md and "transpose_inline" in md and "Bottleneck: memory" in md
+    lenses = _plain(await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    ))  # fmt: skip
+    titles: dict[int, list[str]] = {}
+    for x in lenses:
+        titles.setdefault(x["range"]["start"]["line"], []).append(x["command"]["title"])
+    assert any(t.startswith("ncu: 1 kernel(s)") for t in titles[row])
+    sig = _line(text, "__global__ void transpose_inline") - 1
+    assert any("memory-bound" in t for t in titles[sig])
+
+
+async def test_profile_offered_before_any_profile(client: StitchClient, tmp_path: Path) -> None:
+    """A lens and code actions run stitch.profile where the profiler can run the file."""
+    text = (REPO / "examples/kernels/profile_inline_transpose.py").read_text()
+    cu_text = (REPO / "examples/kernels/profile_uncoalesced.cu").read_text()
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    uri = await open_file(client, tmp_path / "t.py", text)
+    cu_uri = await open_file(client, tmp_path / "t.cu", cu_text)
+    no_main = await open_file(client, tmp_path / "lib.cu", "__global__ void k(float* x) {}\n")
+    for u in (uri, cu_uri, no_main):
+        await wait_for_diagnostics(client, u, version=1)
+
+    async def profile_lenses(u: str) -> list[tuple[int, list]]:
+        lenses = _plain(await client.text_document_code_lens_async(
+            lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=u))
+        ))  # fmt: skip
+        return [
+            (x["range"]["start"]["line"], x["command"]["arguments"])
+            for x in lenses
+            if x["command"]["command"] == "stitch.profile"
+        ]
+
+    assert await profile_lenses(uri) == [(_line(text, "class ModelNew") - 1, [uri])]
+    assert await profile_lenses(cu_uri) == [(_line(cu_text, "void transpose_naive") - 1, [cu_uri])]
+    assert await profile_lenses(no_main) == []
+    actions = (await client.text_document_code_action_async(
+        lsp.CodeActionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(
+                start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=0)
+            ),
+            context=lsp.CodeActionContext(diagnostics=[]),
+        )
+    ))  # fmt: skip
+    # lsprotocol's client-side hook reads every CodeAction that has a `command` as a Command
+    # and stringifies the nested command; undo that here (the wire JSON is a CodeAction).
+    cmds = []
+    for a in actions or []:
+        if isinstance(a, lsp.Command) and a.command.startswith("{"):
+            cmds.append(ast.literal_eval(a.command))
+        elif isinstance(a, lsp.CodeAction) and a.command is not None:
+            cmds.append({"command": a.command.command, "arguments": _plain(a.command.arguments)})
+    mine = [c["arguments"] for c in cmds if c["command"] == "stitch.profile"]
+    assert mine == [[uri], [{"uri": uri, "full": True}]]

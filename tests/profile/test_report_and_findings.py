@@ -230,3 +230,27 @@ def test_kernel_found_by_name_without_line_info(report, tmp_path: Path) -> None:
     findings = report_findings(bare, SourceMapper({}, candidates=[cu]))
     rules = [f for f in findings if f.code == "SOLBottleneck"]
     assert rules and all(f.line == 3 and f.path == str(cu) for f in rules)
+
+
+def test_kernels_without_source_go_on_forward(report, tmp_path: Path) -> None:
+    """Library kernels (cuBLAS, torch's own) of a profiled Model land on its forward()."""
+    from stitch_lsp.profile.findings import module_anchor
+
+    text = (
+        "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        pass\n\n"
+        "    def forward(self, x):\n        return torch.relu(x)\n\n"
+        "class Other:\n    def forward(self): ...\n"
+    )
+    py = tmp_path / "ref.py"
+    py.write_text(text)
+    anchor = module_anchor(py, text)
+    assert anchor is not None and anchor.line == 7
+    assert (
+        module_anchor(py, "class Model:\n    x = 1\n\nclass B:\n    def forward(self): ...\n").line
+        == 1
+    )  # type: ignore[union-attr]
+    bare = report.model_copy(deep=True, update={"sources": {}})
+    for k in bare.kernels:
+        k.source_path = None
+    findings = report_findings(bare, SourceMapper({}, candidates=[py]), anchor)
+    assert {f.line for f in findings if f.code == "SOLBottleneck"} == {7}

@@ -43,6 +43,7 @@ CASES: dict[str, tuple[str, str, dict[str, Any], float]] = {
     "downcast": ("ref_small_bias_relu.py", "cand_downcast.py", {}, 200),
     "zero": ("ref_tiny_bias_relu.py", "cand_zero.py", {}, 200),
     "side_stream": ("ref_bias_relu.py", "cand_side_stream.py", {}, 200),
+    "inline_lazy_error": ("ref_bias_relu.py", "cand_inline_lazy_error.py", {}, 300),
     "load_error": ("ref_bias_relu.py", "cand_load_error.py", {}, 300),
     "oom": ("ref_bias_relu.py", "cand_oom.py", {}, 200),
     "inline_good": ("ref_bias_relu.py", "cand_inline.py", {}, 300),
@@ -198,6 +199,11 @@ def test_load_inline_candidate_passes(results: dict[str, Any]) -> None:
     res: VerifyResult = results["inline_good"]
     assert res.status is VerifyStatus.passed, (res.message, res.log_tail[-2000:])
     assert res.build and res.build.kind == "load_inline" and res.build.seconds > 0
+    from stitch_lsp.runtime import detect_arch
+    from stitch_lsp.verify.loading import torch_arch_list
+
+    assert "-lineinfo" in res.build.command
+    assert res.build.arch == torch_arch_list(detect_arch())  # e.g. 9.0a on an H100/H200
 
 
 def test_load_inline_error_maps_into_the_python_document(results: dict[str, Any]) -> None:
@@ -208,6 +214,14 @@ def test_load_inline_error_maps_into_the_python_document(results: dict[str, Any]
     lines = (DATA / "cand_inline_error.py").read_text().splitlines()
     assert "missing_offset" in lines[errs[0].line - 1], errs[0]
     assert "missing_offset" in errs[0].message
+
+
+def test_load_inline_error_in_init_is_a_compile_error(results: dict[str, Any]) -> None:
+    res: VerifyResult = results["inline_lazy_error"]
+    assert res.status is VerifyStatus.compile_error, (res.message, res.log_tail[-2000:])
+    errs = [d for d in res.diagnostics if d.code == "nvcc" and d.severity.value == "error"]
+    lines = (DATA / "cand_inline_lazy_error.py").read_text().splitlines()
+    assert errs and "missing_offset" in lines[errs[0].line - 1], errs
 
 
 def test_load_error_points_into_the_cu_file(results: dict[str, Any]) -> None:

@@ -124,15 +124,38 @@ def test_compile_error_maps_into_the_python_document() -> None:
     assert err.path == str(DATA / "cand_compile_error.py")
 
 
+@pytest.fixture(scope="module")
+def torch_header_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the tests that compile against torch's headers (tens of seconds each)."""
+    return tmp_path_factory.mktemp("torch-header-cache")
+
+
 @needs_nvcc
-def test_load_inline_compile_only_error_maps_into_the_python_document() -> None:
-    """nvcc -c against the CPU wheel's torch headers (with the cmake-macros shim): ~20 s."""
+def test_load_inline_compile_only_error_maps_into_the_python_document(
+    torch_header_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvcc -c against the CPU wheel's torch headers (with the cmake-macros shim)."""
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(torch_header_cache))
     res = verify(DATA / "ref_bias_relu.py", DATA / "cand_inline_error.py", _settings())
     assert res.status is VerifyStatus.compile_error, (res.message, res.log_tail[-3000:])
     errs = [d for d in res.diagnostics if d.code == "nvcc" and d.severity.value == "error"]
     lines = (DATA / "cand_inline_error.py").read_text().splitlines()
     assert errs and "missing_offset" in lines[errs[0].line - 1], errs
     assert res.build and res.build.kind == "load_inline" and res.build.compile_only
+
+
+@needs_nvcc
+def test_load_inline_in_init_is_found_and_compiled_without_a_gpu(
+    torch_header_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The call sits in ModelNew.__init__, which never runs without a GPU; its arguments are
+    evaluated statically. Same CUDA text as the test above: the cached outcome is reused."""
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(torch_header_cache))
+    res = verify(DATA / "ref_bias_relu.py", DATA / "cand_inline_lazy_error.py", _settings())
+    assert res.status is VerifyStatus.compile_error, (res.message, res.log_tail[-3000:])
+    errs = [d for d in res.diagnostics if d.code == "nvcc" and d.severity.value == "error"]
+    lines = (DATA / "cand_inline_lazy_error.py").read_text().splitlines()
+    assert errs and "missing_offset" in lines[errs[0].line - 1], errs
 
 
 @needs_nvcc

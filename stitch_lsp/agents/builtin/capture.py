@@ -360,6 +360,7 @@ class _Converter:
 
     def _function(self, n: torch.fx.Node) -> Any:
         f = n.target
+        self._check_inplace(n, bool(n.kwargs.get("inplace", False)))
         if f is operator.getitem:
             base = self._val(n.args[0])
             idx = n.args[1]
@@ -534,8 +535,15 @@ class _Converter:
             raise Unsupported(f"{_desc(n)}: general permutes are not supported")
         raise Unsupported(f"{_desc(n)} is not supported by the builtin coder")
 
+    def _check_inplace(self, n: torch.fx.Node, inplace: bool) -> None:
+        """An in-place op is computed out of place: fine unless its input is read again."""
+        src = n.args[0] if n.args else None
+        if inplace and isinstance(src, torch.fx.Node) and len(src.users) > 1:
+            raise Unsupported(f"{_desc(n)}: an in-place op whose input is used again")
+
     def _module(self, n: torch.fx.Node, mod: nn.Module) -> Any:
         path = str(n.target)
+        self._check_inplace(n, bool(getattr(mod, "inplace", False)))
         x = self._use(n.args[0]) if n.args else None
         t = type(mod)
         if t in _UNARY_MODULES:

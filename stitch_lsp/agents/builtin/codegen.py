@@ -1,18 +1,21 @@
 """Turn partitioned groups into CUDA kernels, C launchers and the ModelNew forward that calls them.
 
 Each fusion group becomes one kernel:
-  pointwise: grid-stride over the flat index, float4 loads/stores when sizes and pointers allow;
+  pointwise: grid-stride over the flat index, two float4 iterations in flight per thread when
+    sizes and pointers allow; max/avg pooling windows gather inside the same loop;
   row/chan reductions: one block per kept row (or channel), warp shuffles + shared memory;
-  tile reductions: 32 threads along the contiguous kept dim, TY threads along the reduced dim.
+  tile reductions: TX (32..128) threads along the contiguous kept dim, TY along the reduced dim.
+When there are too few rows (or column blocks) to fill the GPU, the reduced dim is split over
+several blocks that leave partial states in a workspace, and one launch per pass combines them.
 Shapes are compile-time constants (the candidate is specialised to the problem it was made for,
-and ModelNew checks its input shapes at run time).
+and ModelNew checks its input shapes at run time). GEMMs call cuBLAS / cuBLASLt.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use
+from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.agents.builtin.partition import Group
 from stitch_lsp.agents.builtin.templates import (
     CUBLAS_PREAMBLE,
@@ -102,6 +105,7 @@ class _Scope:
     memo: dict[object, str] = field(default_factory=dict)
     lane: bool = False
     vec_loads: dict[str, str] = field(default_factory=dict)
+    sfx: str = ""  # names the float4 registers when two vector iterations share a body
 
 
 class _GroupGen:
@@ -112,7 +116,8 @@ class _GroupGen:
         self.nodes = {n.vid: n for n in group.nodes}
         self.red_scope: _Scope | None = None
         self.tmp = 0
-        self.idx_t = "long long" if group.full_numel > INT32_LIMIT else "int"
+        biggest = max([group.full_numel, *(numel(u.shape) for n in group.nodes for u in n.uses)])
+        self.idx_t = "long long" if biggest > INT32_LIMIT else "int"
         self.arg_index: dict[str, str] = {}  # arg-reduction state -> index along the reduced dim
 
     # -- expression emission ---------------------------------------------------------------------
@@ -192,8 +197,8 @@ class _GroupGen:
             return scope.memo[key]
         if identity and scope.lane:
             if arg.name not in scope.vec_loads:
-                scope.vec_loads[arg.name] = f"q_{arg.name}"
-            expr = f"reinterpret_cast<const float*>(&q_{arg.name})[l]"
+                scope.vec_loads[arg.name] = f"q_{arg.name}{scope.sfx}"
+            expr = f"reinterpret_cast<const float*>(&q_{arg.name}{scope.sfx})[l]"
         else:
             expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
         name = f"x{len(scope.memo)}_{arg.name}"
@@ -204,7 +209,19 @@ class _GroupGen:
     # -- loops -----------------------------------------------------------------------------------
     def full_loop(self, lane: bool, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
         """Body over one full-space element (or 4 lanes): push reduction inputs, store outputs."""
-        scope = _Scope("full", "f", lane=lane)
+        pre, body, post = self.full_parts(lane, push, stores)
+        return pre + body + post
+
+    def full_parts(
+        self,
+        lane: bool,
+        push: list[tuple[str, int]],
+        stores: list[int],
+        base: str = "f0",
+        sfx: str = "",
+    ) -> tuple[list[str], list[str], list[str]]:
+        """(loads, compute, stores) of `full_loop`, so two iterations can issue loads first."""
+        scope = _Scope("full", "f", lane=lane, sfx=sfx)
         for state, vid in push:
             if state in self.arg_index:
                 idx = self.arg_index[state]
@@ -221,25 +238,31 @@ class _GroupGen:
                 scope.lines.append(f"{arg.name}[f] = {v};")
             outs.append(arg.name)
         if not lane:
-            return ["const idx_t f = f0;", *scope.lines]
+            return [], [f"const idx_t f = {base};", *scope.lines], []
         pre = [
-            f"const float4 q_{name} = *reinterpret_cast<const float4*>({name} + f0);"
-            for name in scope.vec_loads
+            f"const float4 {q} = *reinterpret_cast<const float4*>({name} + {base});"
+            for name, q in scope.vec_loads.items()
         ]
-        pre += [f"float o_{name}[4];" for name in outs]
+        pre += [f"float o_{name}{sfx}[4];" for name in outs]
         body = [
             "#pragma unroll",
             "for (int l = 0; l < 4; ++l) {",
-            "  const idx_t f = f0 + l;",
-            *("  " + s for s in scope.lines),
+            f"  const idx_t f = {base} + l;",
+            *("  " + _rename_outs(s, outs, sfx) for s in scope.lines),
             "}",
         ]
         post = [
-            f"*reinterpret_cast<float4*>({name} + f0) = "
-            f"make_float4(o_{name}[0], o_{name}[1], o_{name}[2], o_{name}[3]);"
+            f"*reinterpret_cast<float4*>({name} + {base}) = "
+            f"make_float4(o_{name}{sfx}[0], o_{name}{sfx}[1], o_{name}{sfx}[2], o_{name}{sfx}[3]);"
             for name in outs
         ]
-        return pre + body + post
+        return pre, body, post
+
+
+def _rename_outs(line: str, outs: list[str], sfx: str) -> str:
+    for name in outs:
+        line = line.replace(f"o_{name}[l]", f"o_{name}{sfx}[l]")
+    return line
 
 
 def _indent(lines: list[str], n: int) -> list[str]:
@@ -321,7 +344,15 @@ class Codegen:
         vec_ok = n % 4 == 0
         sig = self._signature(g.name, args)
         scalar = gen.full_loop(False, [], stores)
-        vec = gen.full_loop(True, [], stores) if vec_ok else []
+        # Two float4 iterations per trip: both loads are issued before either result is used.
+        pre_a, body_a, post_a = (
+            gen.full_parts(True, [], stores, "f0", "") if vec_ok else ([], [], [])
+        )
+        pre_b, body_b, post_b = (
+            gen.full_parts(True, [], stores, "f1", "b") if vec_ok else ([], [], [])
+        )
+        post_b_guarded = ["if (two) {", *_indent(post_b, 2), "}"] if post_b else []
+        vec = pre_a + pre_b + body_a + post_a + body_b + post_b_guarded
         names = ", ".join(a.name for a in args)
         lines = [
             "template <bool VEC>",
@@ -334,9 +365,11 @@ class Codegen:
         if vec_ok:
             lines += [
                 "  if constexpr (VEC) {",
-                "    #pragma unroll 2",
-                "    for (idx_t v = start; v < n / 4; v += stride) {",
+                "    const idx_t n4 = n / 4;",
+                "    for (idx_t v = start; v < n4; v += 2 * stride) {",
                 "      const idx_t f0 = v * 4;",
+                "      const bool two = v + stride < n4;",
+                "      const idx_t f1 = two ? (v + stride) * 4 : f0;  // in bounds either way",
                 *_indent(vec, 6),
                 "    }",
                 "  } else {",
@@ -353,7 +386,8 @@ class Codegen:
         ]
         launch = [
             f"if (vec && {str(vec_ok).lower()}) {{",
-            f"  {g.name}_kernel<true><<<stitch_grid({n // 4}, 256, 8), 256, 0, stream>>>({names});",
+            f"  {g.name}_kernel<true><<<stitch_grid({-(-n // 8)}, 256, 8), 256, 0, stream>>>"
+            f"({names});",
             "} else {",
             f"  {g.name}_kernel<false><<<stitch_grid({n}, 256, 8), 256, 0, stream>>>({names});",
             "}",
@@ -406,9 +440,20 @@ class Codegen:
             chunk = -(-chunk // 4) * 4
             splits = -(-rlen // chunk)
         if tile:
+            # Wider rows of threads read longer contiguous runs, while there are blocks enough.
+            tx = 32
+            while tx < 128 and c > tx and -(-c // (2 * tx)) * a >= 2 * ASSUMED_SMS:
+                tx *= 2
             ty = 1
-            while ty < 32 and ty * 8 < b:
+            while tx * ty < 1024 and ty * 8 < b:
                 ty *= 2
+            # Few column blocks and a long reduced dim: split it over S blocks too.
+            blocks = -(-c // tx) * min(a, 65535)
+            if blocks < 2 * ASSUMED_SMS and b >= 2048:
+                splits = max(1, min(-(-2 * ASSUMED_SMS // blocks), b // (ty * 64)))
+                if splits > 1:
+                    chunk = -(-b // splits)
+                    splits = -(-b // chunk)
         else:
             items = chunk // 4 if vec_ok else chunk
             threads = 32
@@ -421,7 +466,7 @@ class Codegen:
                 body = gen.full_loop(False, push, stores)
                 return [
                     "#pragma unroll 4",
-                    "for (idx_t r = threadIdx.y; valid && r < R; r += TY) {",
+                    "for (idx_t r = R0 + threadIdx.y; valid && r < R1; r += TY) {",
                     "  const idx_t f0 = (k1 * R + r) * K2 + k2;",
                     *_indent(body, 2),
                     "}",
@@ -455,7 +500,7 @@ class Codegen:
         def allreduce(s: str) -> str:
             st = STATE_TYPES[slot_kind[s]]
             if tile:
-                return f"{s} = column_allreduce<{st}, TY>({s}, sm_{s});"
+                return f"{s} = column_allreduce<{st}, TY, TX>({s}, sm_{s});"
             return f"{s} = block_allreduce<{st}>({s}, sm_{s});"
 
         field_memo: dict[object, str] = {}
@@ -472,7 +517,8 @@ class Codegen:
             loop_lines = self._push_loop(gen, loop, push, slot_input)
             body += [f"// pass {p}: " + ", ".join(f"{slot_kind[s]}" for s in mine), *decl]
             if split:
-                write = [f"if (threadIdx.x == 0) ws_{s}[row * S + chunk] = {s};" for s in mine]
+                who = "threadIdx.y == 0 && valid" if tile else "threadIdx.x == 0"
+                write = [f"if ({who}) ws_{s}[kept * S + part] = {s};" for s in mine]
                 body += [
                     f"if constexpr (PASS == {p}) {{",
                     *_indent(red_scope.lines + loop_lines + [allreduce(s) for s in mine], 2),
@@ -482,11 +528,17 @@ class Codegen:
                 ]
                 for s in mine:
                     st = STATE_TYPES[slot_kind[s]]
-                    body += [
-                        f"  for (int q = threadIdx.x; q < S; q += blockDim.x) "
-                        f"{s} = {st}::comb({s}, ws_{s}[row * S + q]);",
-                        "  " + allreduce(s),
-                    ]
+                    if tile:  # each thread owns a column: it reads the S partials itself
+                        body.append(
+                            f"  if (valid) for (int q = 0; q < S; ++q) "
+                            f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);"
+                        )
+                    else:
+                        body += [
+                            f"  for (int q = threadIdx.x; q < S; q += blockDim.x) "
+                            f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);",
+                            "  " + allreduce(s),
+                        ]
                 body.append("}")
             else:
                 body += red_scope.lines + loop_lines + [allreduce(s) for s in mine]
@@ -513,7 +565,7 @@ class Codegen:
         pre_final = red_scope.lines
         red_scope.lines = []
         if tile:
-            guard = "threadIdx.y == 0 && valid"
+            guard = "threadIdx.y == 0 && valid" + (" && part == 0" if split else "")
         elif split:
             guard = "chunk == 0 && threadIdx.x == 0"
         else:
@@ -552,27 +604,47 @@ class Codegen:
         sig = self._signature(g.name, args)
         names = ", ".join(a.name for a in args)
         smem = [
-            f"__shared__ {STATE_TYPES[slot_kind[s]]} sm_{s}" + ("[TY][32];" if tile else "[32];")
+            f"__shared__ {STATE_TYPES[slot_kind[s]]} sm_{s}" + ("[TY][TX];" if tile else "[32];")
             for s in slots.values()
         ]
         if tile:
+            ws_lines = self._workspace(g, slots, slot_kind, kept, splits) if split else []
             head = [
-                "template <bool VEC>",
-                f"__global__ void __launch_bounds__({32 * ty}) {g.name}_kernel({sig}) {{",
+                "template <int PASS, bool VEC>" if split else "template <bool VEC>",
+                f"__global__ void __launch_bounds__({tx * ty}) {g.name}_kernel({sig}"
+                + (", unsigned char* __restrict__ ws) {" if split else ") {"),
                 f"  typedef {gen.idx_t} idx_t;",
                 f"  constexpr idx_t K1 = {a}, R = {b}, K2 = {c};",
-                f"  constexpr int TY = {ty};",
+                f"  constexpr int TY = {ty}, TX = {tx};",
+                *(
+                    [
+                        f"  constexpr idx_t S = {splits}, RCH = {chunk};",
+                        "  const idx_t part = blockIdx.z;",
+                        "  const idx_t R0 = part * RCH, R1 = (R0 + RCH < R) ? R0 + RCH : R;",
+                    ]
+                    if split
+                    else ["  constexpr idx_t R0 = 0, R1 = R;"]
+                ),
                 *_indent(smem, 2),
-                "  const idx_t k2 = (idx_t)blockIdx.x * 32 + threadIdx.x;",
+                *ws_lines,
+                "  const idx_t k2 = (idx_t)blockIdx.x * TX + threadIdx.x;",
                 "  const bool valid = k2 < K2;",
                 "  for (idx_t k1 = blockIdx.y; k1 < K1; k1 += gridDim.y) {",
                 "    const idx_t kept = k1 * K2 + k2;",
                 "    (void)kept;",
             ]
-            grid = f"dim3((unsigned)(({c} + 31) / 32), (unsigned)({min(a, 65535)}))"
-            launch = [
-                f"{g.name}_kernel<false><<<{grid}, dim3(32, {ty}), 0, stream>>>({names});",
-            ]
+            grid = f"dim3((unsigned)({-(-c // tx)}), (unsigned)({min(a, 65535)}), {splits})"
+            if split:
+                launch = [
+                    f"{g.name}_kernel<{p}, false><<<{grid}, dim3({tx}, {ty}), 0, stream>>>"
+                    f"({names}, ws);"
+                    for p in range(1, passes + 2)
+                ]
+                args = [*args, Arg("ws", -1, "unsigned char*", "ws")]
+            else:
+                launch = [
+                    f"{g.name}_kernel<false><<<{grid}, dim3({tx}, {ty}), 0, stream>>>({names});",
+                ]
             src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
             return src + "\n\n" + self._launcher(g, args, launch)
         consts = (
@@ -581,15 +653,7 @@ class Codegen:
             else f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {rlen};"
         )
         if split:
-            ws_lines = []
-            offset = 0
-            for s in slots.values():
-                st = STATE_TYPES[slot_kind[s]]
-                ws_lines.append(
-                    f"  {st}* __restrict__ ws_{s} = reinterpret_cast<{st}*>(ws + {offset});"
-                )
-                offset += -(-STATE_BYTES[st] * kept * splits // 16) * 16
-            self.ws_bytes[g.gid] = offset
+            ws_lines = self._workspace(g, slots, slot_kind, kept, splits)
             head = [
                 "template <int PASS, bool VEC>",
                 f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}, "
@@ -599,7 +663,7 @@ class Codegen:
                 f"  constexpr idx_t S = {splits}, CH = {chunk};",
                 *_indent(smem, 2),
                 *ws_lines,
-                "  const idx_t row = blockIdx.y, chunk = blockIdx.x, kept = row;",
+                "  const idx_t row = blockIdx.y, chunk = blockIdx.x, kept = row, part = chunk;",
                 "  const idx_t J0 = chunk * CH, J1 = (J0 + CH < RLEN) ? J0 + CH : RLEN;",
                 "  (void)kept;",
                 "  {",
@@ -640,6 +704,24 @@ class Codegen:
         ]
         src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
         return src + "\n\n" + self._launcher(g, args, launch)
+
+    def _workspace(
+        self,
+        g: Group,
+        slots: dict[tuple[object, ...], str],
+        slot_kind: dict[str, str],
+        kept: int,
+        splits: int,
+    ) -> list[str]:
+        """Pointers to each slot's partial states (kept x S) in one workspace buffer."""
+        lines = []
+        offset = 0
+        for s in slots.values():
+            st = STATE_TYPES[slot_kind[s]]
+            lines.append(f"  {st}* __restrict__ ws_{s} = reinterpret_cast<{st}*>(ws + {offset});")
+            offset += -(-STATE_BYTES[st] * kept * splits // 16) * 16
+        self.ws_bytes[g.gid] = offset
+        return lines
 
     def _push_loop(self, gen, loop, push, slot_input):  # type: ignore[no-untyped-def]
         """Reduction inputs that are group values are emitted; external ones are loaded."""

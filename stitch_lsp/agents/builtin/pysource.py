@@ -114,17 +114,22 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
             f'                               "statistics); generate again after .eval()")'
         )
     dev = f"{first}.device" if first else "torch.device('cuda')"
-    lines.append(f"        with torch.cuda.device({dev}):")
-    lines.append(
-        f"            stream = ctypes.c_void_p(torch.cuda.current_stream({dev}).cuda_stream)"
-    )
+    names = ", ".join(graph.input_names)
+    # The device guard costs microseconds before the first launch; enter it only when needed.
+    lines.append(f"        if {dev}.index != torch.cuda.current_device():")
+    lines.append(f"            with torch.cuda.device({dev}):")
+    lines.append(f"                return self._launch(lib, {names})")
+    lines.append(f"        return self._launch(lib, {names})")
+    lines.append("")
+    lines.append(f"    def _launch(self, lib, {names}):")
+    lines.append("        stream = torch.cuda.current_stream().cuda_stream")
     body: list[str] = []
     kernels = {k.group.gid: k for k in cg.kernels}
 
     def ref(u: Use) -> str:
         name = var[u.vid]
         shape = graph.shape_of(u.vid)
-        return name if tuple(shape) == tuple(u.shape) else f"{name}.view{_py_shape(u.shape)}"
+        return name if tuple(shape) == tuple(u.shape) else f"{name}.view({_py_shape(u.shape)})"
 
     for g in groups:
         if g.kind == "conv":
@@ -161,12 +166,12 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
                     f"t{a.vid} = torch.empty({_py_shape(shape)}, device={dev}, dtype={dtype})"
                 )
                 var[a.vid] = f"t{a.vid}"
-        ptrs = ", ".join(f"_ptr({var[a.vid]})" for a in k.args)
+        ptrs = ", ".join(f"{var[a.vid]}.data_ptr()" for a in k.args)
         body.append(f"# {k.comment}")
         body.append(f"_check(lib.{k.name}({ptrs}, stream), lib, {k.name!r})")
     outs = [ref(u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
-    lines += ["            " + ln for ln in body]
+    lines += ["        " + ln for ln in body]
     return "\n".join(lines)
 
 
@@ -180,7 +185,7 @@ def candidate_source(
 ) -> str:
     imports, init_body = model_parts(reference_source)
     digest = hashlib.sha256(cuda.encode()).hexdigest()[:12]
-    launchers = [k.name for k in cg.kernels]
+    launchers = {k.name: len(k.args) + 1 for k in cg.kernels}
     libraries: tuple[str, ...] = ()
     if cg.uses_cublas:
         libraries = ("cublas", "cublasLt") if "cublasLt.h" in cuda else ("cublas",)
@@ -223,17 +228,17 @@ def candidate_source(
         "    if _lib is None:",
         f'        lib = load_cuda(CUDA_SOURCE, name="stitch_builtin_{digest}",',
         f"                        libraries={libraries!r})",
-        "        for name in _LAUNCHERS:",
-        "            getattr(lib, name).restype = ctypes.c_int",
+        "        for name, nargs in _LAUNCHERS.items():",
+        "            fn = getattr(lib, name)",
+        "            fn.restype = ctypes.c_int",
+        "            fn.argtypes = [ctypes.c_void_p] * nargs  # device pointers, then the stream",
         "        _lib = lib",
         "    return _lib",
         "",
         "",
-        "def _ptr(t):",
-        "    return ctypes.c_void_p(t.data_ptr())",
-        "",
-        "",
         "def _check(code, lib, what):",
+        "    if code == 0:",
+        "        return",
         "    if code >= 10000:",
         '        raise RuntimeError(f"{what}: cuBLAS status {code - 10000}")',
         "    check_launch(code, lib, what)",

@@ -182,9 +182,9 @@ __device__ __forceinline__ T block_allreduce(T v, T* smem) {
   return r;
 }
 
-// Combine the partial states of a (32 x TY) block along y; every thread gets its column's result.
-template <typename T, int TY>
-__device__ __forceinline__ T column_allreduce(T v, T (*smem)[32]) {
+// Combine the partial states of a (TX x TY) block along y; every thread gets its column's result.
+template <typename T, int TY, int TX>
+__device__ __forceinline__ T column_allreduce(T v, T (*smem)[TX]) {
   __syncthreads();
   smem[threadIdx.y][threadIdx.x] = v;
   __syncthreads();

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 SOURCE = "ncu"
 PROFILE = "stitch.profile"
 SHOW = "stitch.showProfile"
+PROFILE_TITLE = "Profile with Nsight Compute"
 _KEEP_PER_DOC = 8  # profiles remembered per document (distinct contents)
 _SUFFIXES = (".py", ".cu")
 
@@ -59,7 +61,20 @@ class DocProfile:
 
 @dataclass
 class ProfileStore:
+    """Profiles per document and content hash, plus verified speedups for the hover.
+
+    A verify feature records what it measured with `server.profile_store.set_speedup(uri,
+    text, speedup)`; the hover and lenses show it beside the profile of the same text.
+    """
+
     by_uri: dict[str, OrderedDict[str, DocProfile]] = field(default_factory=dict)
+    speedups: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def set_speedup(self, uri: str, text: str, speedup: float) -> None:
+        self.speedups[(uri, text_hash(text))] = speedup
+
+    def speedup(self, uri: str, text: str, prof: DocProfile) -> float | None:
+        return self.speedups.get((uri, text_hash(text)), prof.speedup)
 
     def put(self, uri: str, prof: DocProfile) -> None:
         per = self.by_uri.setdefault(uri, OrderedDict())
@@ -97,15 +112,17 @@ def register(server: StitchServer) -> None:
         if isinstance(target, (KernelInfo, LaunchInfo)):
             name = target.name if isinstance(target, KernelInfo) else target.kernel
             k = _kernel(prof, name)
-            return hover_markdown(k, prof.speedup, stale) if k else None
+            return hover_markdown(k, store.speedup(doc.uri, doc.text, prof), stale) if k else None
         if isinstance(target, ModuleInfo) and prof.kernels:
-            return _module_markdown(prof, stale)
+            return _module_markdown(prof, stale, store.speedup(doc.uri, doc.text, prof))
         return None
 
     def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
         prof, stale = _profile_for(store, doc)
         if prof is None:
-            return []
+            # Nothing measured yet: offer the run where it applies.
+            run = lsp.Command(title="", command=PROFILE, arguments=[doc.uri])
+            return [_lens(row, PROFILE_TITLE, run) for row in _run_rows(doc)]
         from stitch_lsp.profile.summary import lens_title
 
         rerun = lsp.Command(title="", command=PROFILE, arguments=[doc.uri])
@@ -114,7 +131,8 @@ def register(server: StitchServer) -> None:
         where = {k.name: k.selection_range[0] for k in (analysis.kernels if analysis else [])}
         for k, line in prof.kernels:
             row = where.get(k.name, line - 1)
-            title = lens_title(k, prof.speedup) + (" (stale: file changed)" if stale else "")
+            speedup = store.speedup(doc.uri, doc.text, prof)
+            title = lens_title(k, speedup) + (" (stale: file changed)" if stale else "")
             out.append(_lens(row, title, rerun))
         for m in analysis.modules if analysis else []:
             if m.name in ("ModelNew", "Model") and m.name == _profiled_class(analysis):
@@ -126,6 +144,21 @@ def register(server: StitchServer) -> None:
                 ) + (" (stale)" if stale else "")
                 out.append(_lens(m.selection_range[0], title, rerun))
         return out
+
+    def actions(doc: OpenDocument, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+        if not _run_rows(doc):
+            return []
+        return [
+            lsp.CodeAction(
+                title=title,
+                kind=lsp.CodeActionKind.Source,
+                command=lsp.Command(title=title, command=PROFILE, arguments=[arg]),
+            )
+            for title, arg in (
+                (PROFILE_TITLE, doc.uri),
+                (f"{PROFILE_TITLE} (--set full)", {"uri": doc.uri, "full": True}),
+            )
+        ]
 
     async def show_profile(ls: StitchServer, *args: Any) -> dict[str, Any]:
         uri, report_path, maps = _show_args(args)
@@ -159,6 +192,7 @@ def register(server: StitchServer) -> None:
     server.register_diagnostic_source(SOURCE, diagnostics)
     server.register_hover_provider("profile", hover)
     server.register_code_lens_provider("profile", lenses)
+    server.register_code_action_provider("profile", actions)
     server.register_command(SHOW, show_profile, executes_code=False)
     server.register_command(PROFILE, profile, executes_code=True)
     server.save_listeners.append(on_save)
@@ -176,7 +210,12 @@ def apply_report(
     speedup: float | None = None,
 ) -> dict[str, Any]:
     """Map a report onto open documents and workspace files; store and publish the findings."""
-    from stitch_lsp.profile.findings import place_kernel, report_findings, unmapped_paths
+    from stitch_lsp.profile.findings import (
+        module_anchor,
+        place_kernel,
+        report_findings,
+        unmapped_paths,
+    )
     from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
     from stitch_lsp.profile.summary import summarize
 
@@ -191,14 +230,17 @@ def apply_report(
     mapper = SourceMapper(
         report.sources, maps or {}, workspace_candidates(roots, limit=500), texts, origin
     )
-    findings = report_findings(report, mapper)
+    anchor = None
+    if origin is not None and (origin_text := mapper.text_of(origin.resolve())) is not None:
+        anchor = module_anchor(origin.resolve(), origin_text)
+    findings = report_findings(report, mapper, anchor)
     per_path: dict[str, list[Finding]] = {}
     for f in findings:
         per_path.setdefault(str(Path(f.path).resolve()), []).append(f)
     kernels_at: dict[str, list[tuple[ProfileResult, int]]] = {}
     summaries = []
     for k in report.kernels:
-        place = place_kernel(k, mapper)
+        place = place_kernel(k, mapper, anchor)
         if place is not None:
             kernels_at.setdefault(str(place.path.resolve()), []).append((k, place.line))
         summaries.append(
@@ -399,13 +441,13 @@ def _kernel(prof: DocProfile, name: str) -> ProfileResult | None:
     return next((k for k, _ in prof.kernels if k.name == name), None)
 
 
-def _module_markdown(prof: DocProfile, stale: bool) -> str:
+def _module_markdown(prof: DocProfile, stale: bool, speedup: float | None) -> str:
     from stitch_lsp.profile.summary import hover_markdown, lens_title
 
     total = sum(k.duration_ns or 0.0 for k, _ in prof.kernels) / 1000
     lines = [f"### ncu · {len(prof.kernels)} kernel(s), {total:.1f} µs on the GPU"]
-    if prof.speedup is not None:
-        lines.append(f"**{prof.speedup:.2f}x** vs eager (verified)")
+    if speedup is not None:
+        lines.append(f"**{speedup:.2f}x** vs eager (verified)")
     lines += [f"- `{k.name}`: {lens_title(k).removeprefix('ncu: ')}" for k, _ in prof.kernels]
     slowest = max(prof.kernels, key=lambda kl: kl[0].duration_ns or 0.0)[0]
     return "\n".join(lines) + "\n\n" + hover_markdown(slowest, None, stale)
@@ -414,6 +456,23 @@ def _module_markdown(prof: DocProfile, stale: bool) -> str:
 def _profiled_class(analysis: Any) -> str | None:
     names = {m.name for m in analysis.modules}
     return "ModelNew" if "ModelNew" in names else ("Model" if "Model" in names else None)
+
+
+def _run_rows(doc: OpenDocument) -> list[int]:
+    """0-based lines for a "profile" lens: the profiled class of a .py file, or the kernels of
+    a .cu file that has main(); none for files the profiler cannot run."""
+    path = doc.path
+    a = doc.analysis
+    if path is None or a is None or path.suffix not in _SUFFIXES:
+        return []
+    if path.suffix == ".py":
+        name = _profiled_class(a)
+        mod = a.module(name) if name else None
+        ok = mod is not None and a.get_inputs is not None and a.get_init_inputs is not None
+        return [mod.selection_range[0]] if ok and mod is not None else []
+    if not re.search(r"\bmain\s*\(", doc.text):
+        return []
+    return [k.selection_range[0] for k in a.kernels if k.kind == "kernel"]
 
 
 def _profilable(doc: OpenDocument) -> bool:

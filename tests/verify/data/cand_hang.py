@@ -9,23 +9,24 @@ from stitch_lsp.runtime import check_launch, load_cuda
 CUDA_SRC = r"""
 #include <cuda_runtime.h>
 
+// One block row per tensor row: the column index is the bias index (no 64-bit modulo).
 __global__ void bias_relu_kernel(const float* __restrict__ x, const float* __restrict__ bias,
-                                 float* __restrict__ y, long long n, int dim) {
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  long long stride = (long long)gridDim.x * blockDim.x;
-  for (; i < n; i += stride) {
-    while (clock64() >= 0) { }  // never ends
-    float v = x[i] + bias[i % dim];
-    y[i] = v > 0.f ? v : 0.f;
-  }
+                                 float* __restrict__ y, int rows, int dim) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y;
+  if (col >= dim || row >= rows) return;
+  long long i = (long long)row * dim + col;
+  while (clock64() >= 0) {
+  }  // never ends
+  float v = x[i] + bias[col];
+  y[i] = v > 0.f ? v : 0.f;
 }
 
-extern "C" int launch_bias_relu(const float* x, const float* bias, float* y, long long n,
-                                int dim, cudaStream_t stream) {
-  int threads = 256;
-  long long blocks = (n + threads - 1) / threads;
-  if (blocks > 65535LL * 16) blocks = 65535LL * 16;
-  bias_relu_kernel<<<(unsigned)blocks, threads, 0, stream>>>(x, bias, y, n, dim);
+extern "C" int launch_bias_relu(const float* x, const float* bias, float* y, int rows, int dim,
+                                cudaStream_t stream) {
+  dim3 block(256);
+  dim3 grid((dim + block.x - 1) / block.x, rows);
+  bias_relu_kernel<<<grid, block, 0, stream>>>(x, bias, y, rows, dim);
   return (int)cudaGetLastError();
 }
 """
@@ -55,7 +56,7 @@ class ModelNew(nn.Module):
                 ctypes.c_void_p(x.data_ptr()),
                 ctypes.c_void_p(self.bias.data_ptr()),
                 ctypes.c_void_p(y.data_ptr()),
-                ctypes.c_longlong(x.numel()),
+                ctypes.c_int(x.numel() // x.shape[-1]),
                 ctypes.c_int(x.shape[-1]),
                 ctypes.c_void_p(stream),
             ),
