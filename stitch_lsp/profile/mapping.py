@@ -133,9 +133,12 @@ class SourceMapper:
             best_score = 0
             own = [ln for ln in _norm_lines(embedded) if _significant(ln)]
             needed = max(1, int(_MIN_MATCH_SHARE * len(own)))
+            wanted = set(own)
+            floor = max(1, len(wanted) // 4)
             for cand in self.candidates:
                 text = self.text_of(cand)
-                if text is None:
+                # A cheap set test first: most files share no line with the report's source.
+                if text is None or len(wanted.intersection(_norm_lines(text))) < floor:
                     continue
                 anchors, matched = align(embedded, text)
                 if matched >= needed and matched > best_score:

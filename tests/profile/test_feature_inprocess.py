@@ -22,7 +22,7 @@ def test_verified_speedup_and_staleness(tmp_path: Path) -> None:
     store = server.profile_store  # type: ignore[attr-defined]
     report = load_report(REPO / "tests/fixtures/ncu/profile_inline_transpose.ncu-rep")
     uri = (tmp_path / "t.py").as_uri()
-    doc = OpenDocument(uri, Document(uri, text, "python", 1), 5_000_000)
+    doc = OpenDocument(uri, Document(uri, text, "python", 1), server.settings)
     sig = next(i for i, ln in enumerate(text.splitlines(), 1) if "void transpose_inline" in ln)
     store.put(uri, DocProfile(text_hash(text), "r.ncu-rep", [], [(report.kernels[0], sig)]))
     store.set_speedup(uri, text, 1.37)
