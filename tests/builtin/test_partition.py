@@ -128,3 +128,48 @@ def test_broadcast_offsets() -> None:
     assert bcast_offset("f", (4, 6, 5), (4, 1, 5)) == ("(f / 30) * 5 + (f % 5)", False)
     with pytest.raises(Unsupported):
         bcast_offset("f", (8, 32), (16,))
+
+
+def _linear_bias_graph(tail: list[str]) -> tuple[Graph, list[int]]:
+    g, y = _linear_graph()
+    b = g.add_leaf("param", "self.fc.bias", (32,))
+    cur = g.add("ew", "add", [y, Use(b.vid, (32,))], (8, 32))
+    vids = [cur.vid]
+    for fn in tail:
+        cur = g.add("ew", fn, [Use(cur.vid, (8, 32))], (8, 32))
+        vids.append(cur.vid)
+    g.outputs.append(Use(cur.vid, (8, 32)))
+    return g, vids
+
+
+def test_bias_and_relu_fold_into_the_gemm_epilogue() -> None:
+    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues
+
+    g, vids = _linear_bias_graph(["relu"])
+    groups = fold_gemm_epilogues(g, partition(g))
+    assert [gr.kind for gr in groups] == ["gemm"]
+    mm = groups[0].nodes[0]
+    assert mm.params["epilogue"] == "relu_bias" and len(mm.args) == 3
+    assert mm.vid == vids[-1] and groups[0].outputs == [vids[-1]]
+
+
+def test_bias_folds_and_the_rest_stays_fused() -> None:
+    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues
+
+    g, _ = _linear_bias_graph(["gelu", "tanh"])
+    groups = fold_gemm_epilogues(g, partition(g))
+    assert [gr.kind for gr in groups] == ["gemm", "pointwise"]
+    assert groups[0].nodes[0].params["epilogue"] == "bias"
+    assert [n.fn for n in groups[1].nodes] == ["identity", "gelu", "tanh"]
+
+
+def test_no_fold_when_the_gemm_output_is_used_twice() -> None:
+    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues
+
+    g, y = _linear_graph()
+    b = g.add_leaf("param", "self.fc.bias", (32,))
+    a = g.add("ew", "add", [y, Use(b.vid, (32,))], (8, 32))
+    m = g.add("ew", "mul", [Use(a.vid, (8, 32)), y], (8, 32))
+    g.outputs.append(Use(m.vid, (8, 32)))
+    groups = fold_gemm_epilogues(g, partition(g))
+    assert "epilogue" not in groups[0].nodes[0].params
