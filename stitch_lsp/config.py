@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 
 DEFAULT_NCU_SECTIONS: tuple[str, ...] = (
     "SpeedOfLight",
+    "SpeedOfLight_RooflineChart",
     "Occupancy",
     "LaunchStats",
     "MemoryWorkloadAnalysis_Tables",

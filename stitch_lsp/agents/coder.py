@@ -54,7 +54,7 @@ class Coder(Protocol):
 def format_feedback(verdict: Verdict) -> str:
     """Feedback for the Coder: errors with lines, the mismatch, timings, profile hints."""
     lines: list[str] = []
-    if verdict.message:
+    if verdict.message and verdict.status != "passed":  # a pass says only "correct"
         lines.append(verdict.message)
     ranked = sorted(verdict.diagnostics, key=lambda d: (d.severity.value != "error", d.line))
     for d in ranked[:_MAX_DIAGNOSTICS]:

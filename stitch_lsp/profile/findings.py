@@ -207,12 +207,23 @@ def kernel_findings(
     return out
 
 
+def representatives(kernels: list[ProfileResult]) -> list[ProfileResult]:
+    """One launch per distinct kernel (the longest): a kernel launched in a loop would
+    otherwise repeat every finding once per launch on the same lines."""
+    best: dict[str, ProfileResult] = {}
+    for k in kernels:
+        key = k.mangled or k.demangled or k.name
+        if key not in best or (k.duration_ns or 0.0) > (best[key].duration_ns or 0.0):
+            best[key] = k
+    return [k for k in kernels if best.get(k.mangled or k.demangled or k.name) is k]
+
+
 def report_findings(
     report: ProfileReport, mapper: SourceMapper, fallback: KernelPlace | None = None
 ) -> list[Finding]:
     """All findings of a report; `fallback` places kernels that have no source of their own."""
     findings: list[Finding] = []
-    for k in report.kernels:
+    for k in representatives(report.kernels):
         findings.extend(kernel_findings(k, mapper, fallback))
     order = {Severity.error: 0, Severity.warning: 1, Severity.information: 2, Severity.hint: 3}
     findings.sort(key=lambda f: (f.path, f.line, order[f.severity], f.code))

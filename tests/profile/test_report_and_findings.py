@@ -254,3 +254,16 @@ def test_kernels_without_source_go_on_forward(report, tmp_path: Path) -> None:
         k.source_path = None
     findings = report_findings(bare, SourceMapper({}, candidates=[py]), anchor)
     assert {f.line for f in findings if f.code == "SOLBottleneck"} == {7}
+
+
+def test_repeated_launches_report_once(report) -> None:
+    """A kernel launched several times gives one set of findings (its longest launch)."""
+    from stitch_lsp.profile.findings import representatives
+
+    (k,) = report.kernels
+    short = k.model_copy(update={"duration_ns": 10.0})
+    assert representatives([short, k]) == [k]
+    doubled = report.model_copy(update={"kernels": [short, k]})
+    assert len(report_findings(doubled, SourceMapper(report.sources))) == len(
+        report_findings(report, SourceMapper(report.sources))
+    )

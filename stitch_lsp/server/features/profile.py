@@ -214,6 +214,7 @@ def apply_report(
         module_anchor,
         place_kernel,
         report_findings,
+        representatives,
         unmapped_paths,
     )
     from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
@@ -239,9 +240,10 @@ def apply_report(
         per_path.setdefault(str(Path(f.path).resolve()), []).append(f)
     kernels_at: dict[str, list[tuple[ProfileResult, int]]] = {}
     summaries = []
+    shown = {id(k) for k in representatives(report.kernels)}
     for k in report.kernels:
         place = place_kernel(k, mapper, anchor)
-        if place is not None:
+        if place is not None and id(k) in shown:
             kernels_at.setdefault(str(place.path.resolve()), []).append((k, place.line))
         summaries.append(
             summarize(k, str(place.path) if place else None, place.line if place else None)
