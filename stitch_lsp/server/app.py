@@ -50,6 +50,7 @@ FEATURE_MODULES: list[str] = [
     "stitch_lsp.server.features.static",
     "stitch_lsp.server.features.profile",
     "stitch_lsp.server.features.generate",
+    "stitch_lsp.server.features.verify",
 ]
 """Feature modules loaded by `create_server`, in order (hover sections follow this order).
 
