@@ -18,6 +18,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig
 
 from tests.server.lsp_client import (
+    REPO,
     SERVER_COMMAND,
     StitchClient,
     edit,
@@ -257,3 +258,44 @@ def test_result_one_liners() -> None:
     assert result_title(wrong) == "✗ incorrect: max abs err 3.1e-2 at (0, 17)"
     assert "12 mismatches" in result_message(wrong)
     assert result_title(VerifyResult(status=VerifyStatus.timeout)) == "✗ timed out"
+
+
+FAKE_GPU = ClientServerConfig(
+    server_command=SERVER_COMMAND,
+    client_factory=_client,
+    server_env={
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "STITCH_EXTRA_FEATURES": "tests.server.fake_gpu_verifier",
+    },
+)
+
+
+@pytest_lsp.fixture(config=FAKE_GPU)
+async def gpu_client(lsp_client: StitchClient):
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_pass_reaches_the_lens_the_profile_store_and_the_status_bar(
+    gpu_client: StitchClient, tmp_path: Path
+) -> None:
+    """With a (pretend) GPU and a scripted `passed` result from the Verifier."""
+    client = gpu_client
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    _, cand = _copy(tmp_path, "verify_ref.py", "verify_cand_compile_error.py")
+    uri = await open_file(client, cand, cand.read_text())
+    res = await _verify(client, uri)
+    assert res["ok"] and res["status"] == "passed" and res["compileOnly"] is False, res
+    assert res["title"] == "✓ passed · 1.32x vs eager · 1.10x vs torch.compile"
+    row = _row(cand, "class ModelNew")
+    assert (row, res["title"], "stitch.verify", [uri]) in await _lenses(client, uri)
+    done = [s for s in client.statuses if s.get("state") == "done"]
+    assert done and done[-1].get("speedup") == pytest.approx(1.32)
+    info = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="test.verifyCalls", arguments=[])
+    )
+    assert info["speedups"] == [pytest.approx(1.32)]
+    (call,) = info["calls"]
+    assert call["compile_only"] is False and call["device"] == "cuda:0"
+    assert Path(call["reference"]).name == "verify_ref.py"

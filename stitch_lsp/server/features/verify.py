@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 SOURCE = "stitch-verify"
 VERIFY = "stitch.verify"
+STATIC_SOURCE = "stitch"  # findings of the static checks, which the Verifier runs first
 VERIFY_TITLE = "Verify against reference"
 NO_GPU_NOTE = "no CUDA GPU here, so correctness and speed were NOT verified"
 _KEEP = 64  # verified contents remembered (all documents together)
@@ -281,6 +282,8 @@ def _store_findings(
     """Findings per file, keyed by the text of that file they were reported on; republish."""
     by_path: dict[str, list[Finding]] = {path_key(candidate): []}
     for f in result.diagnostics:
+        if f.source == STATIC_SOURCE:
+            continue  # the static checks' own source already shows these on every edit
         by_path.setdefault(path_key(f.path), []).append(f.model_copy(update={"source": SOURCE}))
     for key, items in by_path.items():
         body = text if key == path_key(candidate) else _text_of(ls, Path(key))
@@ -305,7 +308,11 @@ def result_title(result: VerifyResult) -> str:
             title += f" · {result.speedup_vs_compile:.2f}x vs torch.compile"
         return title
     if s is VerifyStatus.compile_error:
-        n = sum(1 for d in result.diagnostics if d.severity is Severity.error)
+        n = sum(
+            1
+            for d in result.diagnostics
+            if d.severity is Severity.error and d.source != STATIC_SOURCE
+        )
         return f"compile error ({n})" if n else "compile error"
     if s is VerifyStatus.no_gpu:
         built = result.build is not None and result.build.kind != "none"
