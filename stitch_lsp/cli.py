@@ -1,4 +1,6 @@
-"""`stitch-lsp` entry point. Each subcommand lives beside the code it drives and registers itself here.
+"""stitch-lsp: plan, write, verify and profile fused CUDA for PyTorch modules.
+
+Each subcommand lives beside the code it drives and registers itself here.
 
 A command module exposes `register(subparsers)`; it adds its parser and sets `func(args) -> int`.
 Imports of the heavy parts happen inside `func`, so `stitch-lsp --help` stays instant.

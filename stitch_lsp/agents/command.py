@@ -38,9 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-speedup", type=float, help="stop once this speedup is reached")
     p.add_argument(
         "--verify",
-        choices=("full", "compile"),
+        choices=("auto", "full", "compile"),
         default="full",
-        help="full: GPU correctness and timing; compile: build + static checks only",
+        help="full: GPU correctness and timing; compile: build + static checks only; "
+        "auto: full where a GPU is visible, else compile (and it says so)",
     )
     p.add_argument("--device", help="cuda:K to verify on")
     p.add_argument(
@@ -106,6 +107,13 @@ def _generate(args: argparse.Namespace) -> int:
             "[red]error:[/] --coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL"
         )
         return 2
+    if args.verify == "auto":
+        args.verify = "full" if discover_gpus(settings.device) else "compile"
+        if args.verify == "compile":
+            console.print(
+                f"[yellow]note:[/] {no_gpu_message()} Verifying by compile only: "
+                "correctness and speed will NOT be checked."
+            )
     compile_only = args.verify == "compile"
     if not compile_only and not discover_gpus(settings.device):
         console.print(

@@ -12,6 +12,9 @@ from typing import BinaryIO
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the language server (stdio, or --tcp)")
     p.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    p.add_argument(
+        "--stdio", action="store_true", help="use stdio (the default; accepted for LSP clients)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=2087)
     p.add_argument(
