@@ -1,4 +1,4 @@
-"""The one diagnostic shape shared by `check`, `verify`, `profile` and `hints`, and by the server."""
+"""The one diagnostic shape shared by `check`, `verify`, `profile`, `hints` and the server."""
 
 from __future__ import annotations
 
