@@ -9,6 +9,7 @@ only reports their size.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,11 @@ from stitch_lsp.analysis.document import Document
 from stitch_lsp.analysis.model import Analysis
 from stitch_lsp.config import Settings
 from stitch_lsp.models.findings import Finding
+
+
+def text_hash(text: str) -> str:
+    """The content key under which job results and profiles of a document are remembered."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass

@@ -29,7 +29,7 @@ from tests.server.lsp_client import (
     wait_until,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "verify" / "data"  # the Verifier's own fixtures
 needs_nvcc = pytest.mark.skipif(
     shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
     reason="nvcc not found: the Verifier cannot compile the candidate",
@@ -109,7 +109,7 @@ async def test_advertised_with_a_lens_and_an_action_on_a_pair(
 ) -> None:
     result = await initialize(client, tmp_path, settings={"debounceMs": 0})
     assert "stitch.verify" in result.capabilities.execute_command_provider.commands
-    (pair,) = _copy(tmp_path, "verify_pair_good.py")
+    (pair,) = _copy(tmp_path, "pair_good.py")
     uri = await open_file(client, pair, pair.read_text())
     row = _row(pair, "class ModelNew")
     assert await _lenses(client, uri) == [(row, "Verify against reference", "stitch.verify", [uri])]
@@ -126,7 +126,7 @@ async def test_advertised_with_a_lens_and_an_action_on_a_pair(
     ours = [a for a in actions or [] if a.title == "Verify against reference"]
     assert len(ours) == 1 and _command_of(ours[0]) == "stitch.verify"
     # a file with Model only has nothing to verify: no lens
-    (ref,) = _copy(tmp_path, "verify_ref.py")
+    (ref,) = _copy(tmp_path, "ref_bias_relu.py")
     ref_uri = await open_file(client, ref, ref.read_text())
     assert await _lenses(client, ref_uri) == []
 
@@ -136,7 +136,7 @@ async def test_compile_error_is_a_diagnostic_on_the_cuda_line(
     client: StitchClient, tmp_path: Path
 ) -> None:
     await initialize(client, tmp_path, settings={"debounceMs": 0})
-    _, cand = _copy(tmp_path, "verify_ref.py", "verify_cand_compile_error.py")
+    _, cand = _copy(tmp_path, "ref_bias_relu.py", "cand_compile_error.py")
     uri = await open_file(client, cand, cand.read_text())
     await wait_for_diagnostics(client, uri, version=1)
     res = await _verify(client, {"uri": uri})
@@ -171,7 +171,7 @@ async def test_clean_pair_without_a_gpu_says_it_was_not_verified(
     client: StitchClient, tmp_path: Path
 ) -> None:
     await initialize(client, tmp_path, settings={"debounceMs": 0})
-    (pair,) = _copy(tmp_path, "verify_pair_good.py")
+    (pair,) = _copy(tmp_path, "pair_good.py")
     uri = await open_file(client, pair, pair.read_text())
     res = await _verify(client, uri)
     assert res["status"] == "no_gpu" and res["compileOnly"] is True, res
@@ -199,7 +199,7 @@ async def test_refusals(client: StitchClient, tmp_path: Path) -> None:
     res = await _verify(client, uri)
     assert not res["ok"] and "does not exist" in res["message"], res
 
-    (pair,) = _copy(tmp_path, "verify_pair_good.py")
+    (pair,) = _copy(tmp_path, "pair_good.py")
     pair_uri = await open_file(client, pair, pair.read_text() + "\n# unsaved\n", write=False)
     res = await _verify(client, pair_uri)
     assert not res["ok"] and "save the file first" in res["message"], res
@@ -208,7 +208,7 @@ async def test_refusals(client: StitchClient, tmp_path: Path) -> None:
 async def test_untrusted_workspace_does_not_offer_it(client: StitchClient, tmp_path: Path) -> None:
     result = await initialize(client, tmp_path, settings={"debounceMs": 0}, trusted=False)
     assert "stitch.verify" not in (result.capabilities.execute_command_provider.commands or [])
-    (pair,) = _copy(tmp_path, "verify_pair_good.py")
+    (pair,) = _copy(tmp_path, "pair_good.py")
     uri = await open_file(client, pair, pair.read_text())
     await wait_for_diagnostics(client, uri, version=1)
     assert await _lenses(client, uri) == []
@@ -217,7 +217,7 @@ async def test_untrusted_workspace_does_not_offer_it(client: StitchClient, tmp_p
 @needs_nvcc
 async def test_verify_on_save(client: StitchClient, tmp_path: Path) -> None:
     await initialize(client, tmp_path, settings={"debounceMs": 0, "verifyOnSave": True})
-    _, cand = _copy(tmp_path, "verify_ref.py", "verify_cand_compile_error.py")
+    _, cand = _copy(tmp_path, "ref_bias_relu.py", "cand_compile_error.py")
     uri = await open_file(client, cand, cand.read_text())
     client.text_document_did_save(
         lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
@@ -283,7 +283,7 @@ async def test_a_pass_reaches_the_lens_the_profile_store_and_the_status_bar(
     """With a (pretend) GPU and a scripted `passed` result from the Verifier."""
     client = gpu_client
     await initialize(client, tmp_path, settings={"debounceMs": 0})
-    _, cand = _copy(tmp_path, "verify_ref.py", "verify_cand_compile_error.py")
+    _, cand = _copy(tmp_path, "ref_bias_relu.py", "cand_compile_error.py")
     uri = await open_file(client, cand, cand.read_text())
     res = await _verify(client, uri)
     assert res["ok"] and res["status"] == "passed" and res["compileOnly"] is False, res
@@ -298,4 +298,4 @@ async def test_a_pass_reaches_the_lens_the_profile_store_and_the_status_bar(
     assert info["speedups"] == [pytest.approx(1.32)]
     (call,) = info["calls"]
     assert call["compile_only"] is False and call["device"] == "cuda:0"
-    assert Path(call["reference"]).name == "verify_ref.py"
+    assert Path(call["reference"]).name == "ref_bias_relu.py"

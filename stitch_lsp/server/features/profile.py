@@ -15,7 +15,6 @@ Commands:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import sys
@@ -30,6 +29,7 @@ from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import KernelInfo, LaunchInfo, ModuleInfo
 from stitch_lsp.models.findings import Finding
 from stitch_lsp.models.profile import ProfileReport, ProfileRequest, ProfileResult, ProfileRun
+from stitch_lsp.server.documents import text_hash
 
 if TYPE_CHECKING:
     from stitch_lsp.server.app import StitchServer
@@ -42,10 +42,6 @@ SHOW = "stitch.showProfile"
 PROFILE_TITLE = "Profile with Nsight Compute"
 _KEEP_PER_DOC = 8  # profiles remembered per document (distinct contents)
 _SUFFIXES = (".py", ".cu")
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass

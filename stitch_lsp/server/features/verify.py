@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import Analysis, range_contains
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import VerifyResult, VerifyStatus
-from stitch_lsp.server.documents import path_key
+from stitch_lsp.server.documents import path_key, text_hash
 
 if TYPE_CHECKING:
     from stitch_lsp.server.app import StitchServer
@@ -46,10 +45,6 @@ STATIC_SOURCE = "stitch"  # findings of the static checks, which the Verifier ru
 VERIFY_TITLE = "Verify against reference"
 NO_GPU_NOTE = "no CUDA GPU here, so correctness and speed were NOT verified"
 _KEEP = 64  # verified contents remembered (all documents together)
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
