@@ -290,19 +290,12 @@ async def main_async(runs: int, starts: int, edit_mode: str) -> dict[str, Any]:
     edit_analysis: dict[str, list[float]] = {"python": [], "cuda": []}
     edit_publish: dict[str, list[float]] = {"python": [], "cuda": []}
     edit_cpu: dict[str, list[float]] = {"python": [], "cuda": []}
+    edit_parse: dict[str, list[float]] = {"python": [], "cuda": []}
     version = 1
-    for r in range(runs * 2):
-        kind = "python" if r % 2 == 0 else "cuda"
-        pool = py_lines if kind == "python" else cu_lines
-        line = pool[(r * 7) % len(pool)]
-        old = lines[line]
-        col = max(i for i, ch in enumerate(old) if ch.isdigit())  # the constant's last digit
-        new = old[:col] + str((int(old[col]) + 1) % 10) + old[col + 1 :]
-        lines[line] = new
-        if edit_mode == "char":  # one keystroke: the digit typed over
-            first, last, text = col, col + 1, new[col]
-        else:  # the whole line replaced, indentation included
-            first, last, text = 0, len(old), new
+
+    async def send_edit(line: int, first: int, last: int, text: str) -> tuple[float, Any]:
+        """One didChange; returns (didChange -> publishDiagnostics ms, the server's timings)."""
+        nonlocal version
         version += 1
         fut = client.expect(uri, version)
         t0 = time.perf_counter()
@@ -321,16 +314,51 @@ async def main_async(runs: int, starts: int, edit_mode: str) -> dict[str, Any]:
             )
         )
         t1 = await asyncio.wait_for(fut, 30)
-        edit_e2e[kind].append((t1 - t0) * 1000)
         info = await debug_info(client)
         doc = next(d for d in info.documents if d.uri == uri)
         assert doc.version == version
+        return (t1 - t0) * 1000, doc
+
+    def keystroke(line: int) -> tuple[int, int, str]:
+        old = lines[line]
+        col = max(i for i, ch in enumerate(old) if ch.isdigit())  # the constant's last digit
+        new = old[:col] + str((int(old[col]) + 1) % 10) + old[col + 1 :]
+        if edit_mode == "insert":  # one keystroke that lengthens the line: a digit typed after
+            new = old[: col + 1] + "0" + old[col + 1 :]
+            first, last, text = col + 1, col + 1, "0"
+        elif edit_mode == "char":  # one keystroke: the digit typed over
+            first, last, text = col, col + 1, new[col]
+        else:  # the whole line replaced, indentation included
+            first, last, text = 0, len(old), new
+        lines[line] = new
+        return first, last, text
+
+    for r in range(runs * 2):
+        kind = "python" if r % 2 == 0 else "cuda"
+        pool = py_lines if kind == "python" else cu_lines
+        line = pool[(r * 7) % len(pool)]
+        e2e, doc = await send_edit(line, *keystroke(line))
+        edit_e2e[kind].append(e2e)
         # Re-analysis = applying the edit (incremental re-parse) + analyze().
         edit_analysis[kind].append(doc.editMs + doc.analysisMs)
+        edit_parse[kind].append(doc.editMs)
         edit_cpu[kind].append(doc.editCpuMs + doc.analysisCpuMs)
         edit_publish[kind].append(doc.publishMs)
+
+    # (d) the same edits while the file has a syntax error: an unclosed `(` near the top
+    # runs to the end of the file, so the whole file is one broken tree.
+    top = next(i for i, s in enumerate(lines) if s.startswith("from torch.utils"))
+    await send_edit(top, len(lines[top]), len(lines[top]), "(")
+    broken: list[float] = []
+    for r in range(runs):
+        line = py_lines[(r * 7) % len(py_lines)]
+        _, doc = await send_edit(line, *keystroke(line))
+        broken.append(doc.editMs + doc.analysisMs)
+    await send_edit(top, len(lines[top]), len(lines[top]) + 1, "")
+    results["edit_broken_file_server_analysis_ms"] = summary(broken)
     for kind in ("python", "cuda"):
         results[f"edit_{kind}_server_analysis_ms"] = summary(edit_analysis[kind])
+        results[f"edit_{kind}_server_reparse_ms"] = summary(edit_parse[kind])
         results[f"edit_{kind}_server_analysis_cpu_ms"] = summary(edit_cpu[kind])
         results[f"edit_{kind}_server_publish_ms"] = summary(edit_publish[kind])
         results[f"edit_{kind}_to_diagnostics_ms"] = summary(edit_e2e[kind])
@@ -350,8 +378,12 @@ ROWS = [
      "open_server_analysis_cpu_ms", ""),
     ("one-line edit in Python code: re-parse + re-analysis in the server (wall / CPU)",
      "edit_python_server_analysis_ms", "edit_python_server_analysis_cpu_ms", "p95 < 10 ms"),
+    ("...of which applying the edit and re-parsing the Python", "edit_python_server_reparse_ms",
+     None, ""),
     ("one-line edit inside a CUDA string: re-parse + re-analysis (wall / CPU)",
      "edit_cuda_server_analysis_ms", "edit_cuda_server_analysis_cpu_ms", "p95 < 10 ms"),
+    ("one-line edit in Python code while an unclosed `(` near the top breaks the file",
+     "edit_broken_file_server_analysis_ms", None, ""),
     ("one-line edit -> publishDiagnostics, debounceMs 0 (wall), Python line",
      "edit_python_to_diagnostics_ms", None, ""),
     ("one-line edit -> publishDiagnostics, debounceMs 0 (wall), CUDA line",
@@ -384,9 +416,10 @@ def main() -> int:
     ap.add_argument("--starts", type=int, default=5, help="cold starts to time")
     ap.add_argument(
         "--edit",
-        choices=("char", "line"),
+        choices=("char", "insert", "line"),
         default="char",
-        help="char: type over one character (a keystroke); line: replace the whole line",
+        help="char: type over one character (a keystroke); insert: type one more character, "
+        "so the text after it moves; line: replace the whole line",
     )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--markdown", action="store_true", help="also print the BENCHMARKS.md table")

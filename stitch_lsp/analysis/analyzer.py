@@ -85,8 +85,10 @@ def _analyze(doc: Document, max_bytes: int) -> Analysis:
 # -- shared pieces ------------------------------------------------------------------------------
 
 
-def _parse_error_diag(doc: Document, root: Node, severity: Severity, what: str) -> Diag | None:
-    err = first_error(root)
+def _parse_error_diag(
+    doc: Document, roots: list[Node], severity: Severity, what: str
+) -> Diag | None:
+    err = next((e for root in roots if (e := first_error(root)) is not None), None)
     if err is None:
         return None
     if err.is_missing:
@@ -116,10 +118,8 @@ def _parse_error_diag(doc: Document, root: Node, severity: Severity, what: str) 
 
 
 def _analyze_cuda_file(doc: Document, result: Analysis, diags: list[Diag]) -> None:
-    tree = doc.tree
-    assert tree is not None
-    root = tree.root_node
-    err = _parse_error_diag(doc, root, Severity.information, "this CUDA code")
+    (root,) = doc.roots
+    err = _parse_error_diag(doc, [root], Severity.information, "this CUDA code")
     if err is not None:
         diags.append(err)
     facts = cuda_facts.extract(root, doc.data)
@@ -210,13 +210,11 @@ def _source_args(call: LoadCall) -> list[tuple[Role, Node]]:
 
 
 def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
-    tree = doc.tree
-    assert tree is not None
-    root = tree.root_node
-    err = _parse_error_diag(doc, root, Severity.error, "this Python code")
+    roots = doc.roots
+    err = _parse_error_diag(doc, roots, Severity.error, "this Python code")
     if err is not None:
         diags.append(err)
-    facts = python_facts.extract(root, doc.data)
+    facts = python_facts.extract(roots, doc.data)
     result.reference_header = _header(doc)
 
     def node_range(node: Node) -> Range:

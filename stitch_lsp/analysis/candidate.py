@@ -94,7 +94,7 @@ def candidate_checks(
         extension_kernels=extension_kernels,
     )
     check_candidate(ctx)
-    check_file_wide(ctx, doc.tree.root_node, doc.data)  # type: ignore[union-attr]
+    check_file_wide(ctx, doc.roots, doc.data)
     _aten_in_sources(ctx, result, extension_kernels)
     if ctx.reference_fp32:
         _cuda_downcasts(ctx, result)

@@ -1,8 +1,10 @@
 """One open text document: its text, its tree-sitter tree, and incremental edits.
 
-The server applies each LSP `didChange` content change with `apply_change`; the tree is
+The server applies each LSP `didChange` content change with `apply_change`. A CUDA tree is
 edited with `Tree.edit` and re-parsed with the old tree, so tree-sitter re-reads only what
-changed. The text is kept as UTF-8 bytes because that is what tree-sitter indexes.
+changed; Python is kept as a `StatementForest`, which re-parses only the edited statements
+(see `forest.py` for why). The text is kept as UTF-8 bytes because that is what tree-sitter
+indexes.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from tree_sitter import Parser, Tree
+from tree_sitter import Node, Parser, Tree
 
 from stitch_lsp.analysis import grammars
+from stitch_lsp.analysis.forest import Edit, StatementForest
 from stitch_lsp.analysis.grammars import LanguageName
 from stitch_lsp.analysis.text_index import LineIndex
 
@@ -54,6 +57,7 @@ class Document:
         self.decode_error: tuple[int, int] | None = None
         self._parser: Parser | None = None
         self._tree: Tree | None = None
+        self._forest: StatementForest | None = None
         self._set_bytes(text.encode("utf-8", "surrogatepass"))
         self.revision = 0  # bumps on every change; analysis caches key on it
         self.cache: dict[str, Any] = {}
@@ -78,9 +82,9 @@ class Document:
         return doc
 
     # -- text ---------------------------------------------------------------------------------
-    def _set_bytes(self, data: bytes) -> None:
+    def _set_bytes(self, data: bytes, index: LineIndex | None = None) -> None:
         self.data = data
-        self.index = LineIndex(data)
+        self.index = index if index is not None else LineIndex(data)
         self._text: str | None = None
 
     @property
@@ -97,17 +101,26 @@ class Document:
     def size(self) -> int:
         return len(self.data)
 
-    # -- tree ---------------------------------------------------------------------------------
+    # -- syntax -------------------------------------------------------------------------------
     @property
-    def tree(self) -> Tree | None:
-        """The syntax tree, parsed on first use; None for languages we do not parse."""
+    def roots(self) -> list[Node]:
+        """Root nodes covering the file in order, parsed on first use: one tree for CUDA, one
+        per run of top-level statements for Python; [] for languages we do not parse."""
         if self.grammar is None:
-            return None
+            return []
+        if self._parser is None:
+            self._parser = grammars.parser(self.grammar)
+        if self.grammar == "python":
+            if self._forest is None:
+                self._forest = StatementForest(self._parser, self.data, self.index)
+            return self._forest.roots
         if self._tree is None:
-            if self._parser is None:
-                self._parser = grammars.parser(self.grammar)
             self._tree = self._parser.parse(self.data)
-        return self._tree
+        return [self._tree.root_node]
+
+    @property
+    def has_error(self) -> bool:
+        return any(root.has_error for root in self.roots)
 
     # -- edits --------------------------------------------------------------------------------
     def apply_change(self, range_: Range | None, text: str, version: int | None = None) -> None:
@@ -116,6 +129,7 @@ class Document:
         if range_ is None:
             self._set_bytes(new)
             self._tree = None  # a full replace shares nothing worth reusing
+            self._forest = None
         else:
             sl, sc, el, ec = range_
             index = self.index
@@ -131,22 +145,23 @@ class Document:
                 new_end_point = (start_point[0] + newlines, len(new) - new.rfind(b"\n") - 1)
             else:
                 new_end_point = (start_point[0], start_point[1] + len(new))
-            if self._tree is not None:
+            edit = Edit(start, end, start + len(new), start_point, end_point, new_end_point)
+            self._set_bytes(data, index.edited(data, start, end, new))
+            if self._forest is not None:
+                self._forest.edit(edit, data, self.index)
+            elif self._tree is not None:
                 # Edit a copy: an Analysis of the previous version may still read its tree.
                 old = self._tree.copy()
                 old.edit(
-                    start_byte=start,
-                    old_end_byte=end,
-                    new_end_byte=start + len(new),
-                    start_point=start_point,
-                    old_end_point=end_point,
-                    new_end_point=new_end_point,
+                    start_byte=edit.start,
+                    old_end_byte=edit.old_end,
+                    new_end_byte=edit.new_end,
+                    start_point=edit.start_point,
+                    old_end_point=edit.old_end_point,
+                    new_end_point=edit.new_end_point,
                 )
                 assert self._parser is not None
-                self._set_bytes(data)
                 self._tree = self._parser.parse(data, old)
-            else:
-                self._set_bytes(data)
         if version is not None:
             self.version = version
         self.revision += 1

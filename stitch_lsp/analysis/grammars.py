@@ -7,6 +7,7 @@ repository's `grammars/` folder.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -96,13 +97,19 @@ def find_all(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
     return hits
 
 
-def statements_at(root: Node, offsets: list[int]) -> list[Node]:
+def statements_at(roots: list[Node], offsets: list[int]) -> list[Node]:
     """The distinct top-level statements that contain the given byte offsets, in order.
 
-    Queries over a whole 3,000-line file cost milliseconds; a cheap regex over the bytes finds
-    where a pattern can possibly match, and the query then runs on those statements only."""
+    `roots` are a file's root nodes in order (see `Document.roots`). Queries over a whole
+    3,000-line file cost milliseconds; a cheap regex over the bytes finds where a pattern can
+    possibly match, and the query then runs on those statements only."""
     found: dict[int, Node] = {}
+    starts = [r.start_byte for r in roots]
     for offset in offsets:
+        i = bisect_right(starts, offset) - 1
+        if i < 0:
+            continue
+        root = roots[i]
         node = root.descendant_for_byte_range(offset, offset)
         if node is None:
             continue

@@ -180,14 +180,14 @@ _FILE_WIDE_HINT = re.compile(
 _THREAD_HINTS = (b"Thread", b"Process", b"Pool", b"start_new_thread", b"Timer")
 
 
-def check_file_wide(ctx: CandidateContext, root: Node, data: bytes) -> list[Diag]:
+def check_file_wide(ctx: CandidateContext, roots: list[Node], data: bytes) -> list[Diag]:
     """Timer patching, side streams and threads, anywhere in a candidate file."""
     hits = [m.start() for m in _FILE_WIDE_HINT.finditer(data)]
     hits += grammars.find_all(data, (b"setattr", b"patch", b"allow_tf32", b"_matmul_precision"))
     threads_imported = any(_THREAD_MODULES.search(text(i)) for i in ctx.facts.imports)
     if threads_imported:
         hits += grammars.find_all(data, _THREAD_HINTS)
-    found = grammars.captures_in("python", "candidate", grammars.statements_at(root, hits))
+    found = grammars.captures_in("python", "candidate", grammars.statements_at(roots, hits))
     for target, attr in zip(
         found.get("patch.target", []), found.get("patch.attr", []), strict=False
     ):

@@ -127,9 +127,11 @@ def _methods(cls: Node) -> dict[str, Node]:
 _LOAD_HINTS = (b"load", b"build_cuda")
 
 
-def extract(root: Node, data: bytes) -> PyFacts:
+def extract(roots: list[Node], data: bytes) -> PyFacts:
+    """Module-level facts of a file given as the roots of its statement runs, in order."""
     facts = PyFacts()
-    for _, cap in grammars.matches("python", "definitions", root, max_start_depth=1):
+    found = [m for root in roots for m in grammars.matches("python", "definitions", root, 1)]
+    for _, cap in found:
         if "class" in cap:
             sup = cap.get("class.bases")
             facts.classes.append(
@@ -151,7 +153,7 @@ def extract(root: Node, data: bytes) -> PyFacts:
     # A cursor yields matches in document order, so classes and assignments are in order.
 
     hits = grammars.find_all(data, _LOAD_HINTS)
-    statements = grammars.statements_at(root, hits) if hits else []
+    statements = grammars.statements_at(roots, hits) if hits else []
     matched = [m for node in statements for m in grammars.matches("python", "load_calls", node)]
     for _, cap in matched:
         callee = text(cap["fn"][0])

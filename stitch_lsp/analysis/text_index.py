@@ -37,6 +37,22 @@ class LineIndex:
     def of_text(cls, text: str) -> LineIndex:
         return cls(text.encode("utf-8", "surrogatepass"))
 
+    def edited(self, data: bytes, start: int, old_end: int, new: bytes) -> LineIndex:
+        """The index of `data`, which is this text with bytes [start, old_end) replaced by
+        `new`. Only the line starts after the edit move, so a keystroke costs a list shift
+        rather than a scan of the whole file."""
+        out = LineIndex.__new__(LineIndex)
+        out.data = data
+        out.ascii = data.isascii()
+        starts = self.starts
+        first = bisect_right(starts, start)  # line starts up to the edit stay
+        last = bisect_right(starts, old_end)  # line starts after the replaced bytes move
+        delta = len(new) - (old_end - start)
+        inserted = [start + m.end() for m in _NEWLINE.finditer(new)]
+        moved = [s + delta for s in starts[last:]] if delta else starts[last:]
+        out.starts = [*starts[:first], *inserted, *moved]
+        return out
+
     @property
     def line_count(self) -> int:
         return len(self.starts)

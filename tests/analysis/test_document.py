@@ -23,20 +23,20 @@ def test_positions_count_utf16_units() -> None:
 
 def test_incremental_edit_non_ascii() -> None:
     doc = Document("file:///t.py", "s = 'é'\nx = 1\n", "python")
-    assert doc.tree is not None
+    assert doc.roots
     doc.apply_change((0, 5, 0, 6), "😀😀")  # replace é with two astral characters
     assert doc.text == "s = '😀😀'\nx = 1\n"
     doc.apply_change((0, 9, 0, 9), "z")  # after both emoji: 5 + 2 + 2 units
     assert doc.text == "s = '😀😀z'\nx = 1\n"
     fresh = Document("file:///t.py", doc.text, "python")
-    assert str(doc.tree.root_node) == str(fresh.tree.root_node)
+    assert [str(r) for r in doc.roots] == [str(r) for r in fresh.roots]
 
 
 def test_full_replace_and_version() -> None:
     doc = Document("file:///t.cu", "__global__ void k() {}", "cuda-cpp", version=1)
     doc.apply_change(None, "__global__ void q() {}", version=2)
     assert doc.version == 2 and doc.text.startswith("__global__ void q")
-    assert doc.tree is not None and not doc.tree.root_node.has_error
+    assert doc.roots and not doc.has_error
 
 
 def test_crlf_lines() -> None:
@@ -67,7 +67,7 @@ def _position_of(text: str, offset: int) -> tuple[int, int]:
 )
 def test_incremental_equals_fresh(base: str, edits: list[tuple[int, int, str]]) -> None:
     doc = Document("file:///p.py", base, "python")
-    _ = doc.tree
+    _ = doc.roots
     text = base
     for start, length, new in edits:
         start = min(start, len(text))
@@ -78,7 +78,7 @@ def test_incremental_equals_fresh(base: str, edits: list[tuple[int, int, str]]) 
         text = text[:start] + new + text[end:]
         assert doc.text == text
     fresh = Document("file:///p.py", text, "python")
-    assert str(doc.tree.root_node) == str(fresh.tree.root_node)
+    assert [str(r) for r in doc.roots] == [str(r) for r in fresh.roots]
 
 
 def test_from_path_reports_bad_utf8(tmp_path) -> None:
@@ -101,3 +101,21 @@ def test_outline_of_an_older_version_stays_correct() -> None:
     # The old analysis builds its outline only now, after the edit: still the old positions.
     assert old.modules[0].selection_range == (2, 6, 2, 7)
     assert new.modules[0].selection_range == (4, 6, 4, 7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=st.text(st.sampled_from("ab\n\r é"), max_size=30),
+    start=st.integers(0, 40),
+    length=st.integers(0, 10),
+    new=st.text(st.sampled_from("x\n\r😀"), max_size=6),
+)
+def test_line_index_follows_edits(base: str, start: int, length: int, new: str) -> None:
+    data = base.encode()
+    start = min(start, len(data))
+    end = min(start + length, len(data))
+    ins = new.encode()
+    after = data[:start] + ins + data[end:]
+    edited = LineIndex(data).edited(after, start, end, ins)
+    fresh = LineIndex(after)
+    assert (edited.starts, edited.ascii, edited.data) == (fresh.starts, fresh.ascii, fresh.data)
