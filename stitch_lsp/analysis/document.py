@@ -119,6 +119,13 @@ class Document:
         return [self._tree.root_node]
 
     @property
+    def tree_count(self) -> int:
+        """How many trees the text is parsed into now (0 before the first parse)."""
+        if self._forest is not None:
+            return self._forest.run_count
+        return int(self._tree is not None)
+
+    @property
     def has_error(self) -> bool:
         return any(root.has_error for root in self.roots)
 

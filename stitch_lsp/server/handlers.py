@@ -311,6 +311,7 @@ def register_handlers(server: StitchServer) -> None:
                     "publishMs": d.publish_ms,
                     "analysisCount": d.analysis_count,
                     "tooLarge": d.too_large,
+                    "syntaxTrees": d.doc.tree_count,
                 }
                 for uri, d in ls.documents.items()
             ],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tree_sitter import Node
@@ -135,3 +137,56 @@ def test_document_roots_after_edits_match_a_fresh_document() -> None:
     assert len(doc.roots) > 1
     fresh = Document("file:///big.py", doc.text, "python")
     assert signature(doc.roots) == signature(fresh.roots)
+
+
+def test_analysis_of_a_split_document_equals_a_fresh_one() -> None:
+    """Findings, modules and kernels are the same whether the text came by edits or whole."""
+    import random
+
+    from stitch_lsp.analysis import analyze
+
+    head = (Path(__file__).parents[1] / "server" / "data" / "cheat.py").read_text()
+    block = "class M{i}(nn.Module):\n    def forward(self, x):\n        return x * {i}\n\n"
+    cuda = (
+        'src = r"""\n__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n'
+        'torch::Tensor run(torch::Tensor y) { k<<<1, 30>>>(y.data_ptr<float>()); return y; }\n"""\n'
+        'ext = load_inline(name="e", cpp_sources="", cuda_sources=src, functions=["run"])\n\n'
+    )
+    text = (
+        head
+        + "from torch.utils.cpp_extension import load_inline\n\n"
+        + "".join(block.format(i=i) for i in range(150))
+        + cuda
+        + "".join(block.format(i=i) for i in range(150, 300))
+    )
+    doc = Document("file:///split.py", text, "python")
+    rng = random.Random(7)
+    for k in range(40):
+        lines = doc.text.split("\n")
+        row = rng.randrange(len(lines))
+        line = lines[row]
+        kind = k % 4
+        if kind == 0:  # a blank line typed above this one
+            doc.apply_change((row, 0, row, 0), "\n")
+        elif kind == 1:  # a comment typed at the end of the line
+            doc.apply_change((row, len(line), row, len(line)), "  # c")
+        elif kind == 2 and any(ch.isdigit() for ch in line):  # a digit typed over
+            col = max(i for i, ch in enumerate(line) if ch.isdigit())
+            doc.apply_change((row, col, row, col + 1), str((int(line[col]) + 1) % 10))
+        elif not line.strip() and row + 1 < len(lines):  # a blank line deleted
+            doc.apply_change((row, 0, row + 1, 0), "")
+        assert not doc.has_error
+        if k % 8 == 7:
+            assert doc.tree_count > 1
+            fresh = Document("file:///split.py", doc.text, "python")
+            got, want = analyze(doc), analyze(fresh)
+            assert {"side-stream", "torch-op", "block-size"} <= {
+                d.code.removeprefix("stitch.") for d in want.diagnostics
+            }
+            assert [d.model_dump() for d in got.diagnostics] == [
+                d.model_dump() for d in want.diagnostics
+            ]
+            assert [m.name for m in got.modules] == [m.name for m in want.modules]
+            assert [(s.name, s.range) for s in got.symbols] == [
+                (s.name, s.range) for s in want.symbols
+            ]

@@ -280,3 +280,48 @@ async def test_a_changed_cu_source_rechecks_the_python_file_that_loads_it(
     await debug_info(client)  # a round trip: the notification has been handled
     await asyncio.sleep(0.1)
     assert len(client.published) == m
+
+
+async def test_edits_in_a_large_file_keep_every_finding_on_its_line(
+    client: StitchClient, tmp_path: Path
+) -> None:
+    """A file large enough to be kept as several statement runs: edits before, inside and
+    after the findings, a syntax error and its fix, each published with the right lines."""
+    await initialize(client, tmp_path, settings={"debounceMs": 0})
+    filler = "".join(
+        f"class Helper{i}(nn.Module):\n    def forward(self, x):\n        return x + {i}\n\n\n"
+        for i in range(200)
+    )
+    cheat = (DATA / "cheat.py").read_text()
+    text = "import torch\nimport torch.nn as nn\n\n\n" + filler + cheat
+    base = text.count("\n") - cheat.count("\n")  # line of cheat.py's first line
+    uri = await open_file(client, tmp_path / "big_cheat.py", text)
+    found = _by_code(await wait_for_diagnostics(client, uri, version=1))
+    assert found["stitch.side-stream"].range.start.line == base + 15
+    lines = text.split("\n")
+    # One character typed in the middle of the filler (the text after it moves by a byte).
+    row = lines.index("        return x + 99")
+    edit(client, uri, 2, (row, 21), (row, 21), "0")
+    found = _by_code(await wait_for_diagnostics(client, uri, version=2))
+    assert found["stitch.side-stream"].range.start.line == base + 15
+    assert found["stitch.torch-op"].range.start.line == base + 18
+    info = await debug_info(client)
+    assert next(d for d in info["documents"] if d["uri"] == uri)["syntaxTrees"] > 1
+    # Two lines inserted at the top: every finding moves down two lines.
+    edit(client, uri, 3, (0, 0), (0, 0), "# header\n# more\n")
+    found = _by_code(await wait_for_diagnostics(client, uri, version=3))
+    assert found["stitch.side-stream"].range.start.line == base + 17
+    # An unclosed bracket in the filler: a parse error there, findings still reported.
+    row = lines.index("class Helper60(nn.Module):") + 2
+    edit(client, uri, 4, (row, 14), (row, 14), "(")
+    found = _by_code(await wait_for_diagnostics(client, uri, version=4))
+    assert "stitch.parse-error" in found
+    # Closing it again: the error goes, and the findings are where they were.
+    edit(client, uri, 5, (row, 14), (row, 15), "")
+    found = _by_code(await wait_for_diagnostics(client, uri, version=5))
+    assert "stitch.parse-error" not in found
+    assert found["stitch.side-stream"].range.start.line == base + 17
+    assert found["stitch.torch-op"].range.start.line == base + 20
+    info = await debug_info(client)
+    doc = next(d for d in info["documents"] if d["uri"] == uri)
+    assert doc["version"] == 5 and doc["syntaxTrees"] == 1  # whole again after the error
