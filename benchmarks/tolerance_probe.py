@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import json
 import sys
 import tempfile
@@ -22,19 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from builtin_speed import _import  # this folder: run as a script
 
 from stitch_lsp.agents.builtin.generate import generate
 
 TOL = 1e-4
-
-
-def _import(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _beyond(got: torch.Tensor, want: torch.Tensor) -> dict[str, float]:

@@ -157,18 +157,8 @@ class Document:
             if self._forest is not None:
                 self._forest.edit(edit, data, self.index)
             elif self._tree is not None:
-                # Edit a copy: an Analysis of the previous version may still read its tree.
-                old = self._tree.copy()
-                old.edit(
-                    start_byte=edit.start,
-                    old_end_byte=edit.old_end,
-                    new_end_byte=edit.new_end,
-                    start_point=edit.start_point,
-                    old_end_point=edit.old_end_point,
-                    new_end_point=edit.new_end_point,
-                )
                 assert self._parser is not None
-                self._tree = self._parser.parse(data, old)
+                self._tree = self._parser.parse(data, edit.applied(self._tree))
         if version is not None:
             self.version = version
         self.revision += 1

@@ -50,6 +50,20 @@ class Edit:
     old_end_point: Point
     new_end_point: Point
 
+    def applied(self, tree: Tree) -> Tree:
+        """A copy of `tree` moved by this edit; the original may still be read by an older
+        analysis."""
+        moved = tree.copy()
+        moved.edit(
+            start_byte=self.start,
+            old_end_byte=self.old_end,
+            new_end_byte=self.new_end,
+            start_point=self.start_point,
+            old_end_point=self.old_end_point,
+            new_end_point=self.new_end_point,
+        )
+        return moved
+
 
 @dataclass(slots=True)
 class Run:
@@ -150,16 +164,7 @@ class StatementForest:
         """`run` shifted past an edit before it; its tree is a moved copy, still to re-read."""
         moved = Run(run.start + delta, run.end + delta)
         if run.tree is not None:
-            tree = run.tree.copy()  # the old tree may still be read by an older analysis
-            tree.edit(
-                start_byte=edit.start,
-                old_end_byte=edit.old_end,
-                new_end_byte=edit.new_end,
-                start_point=edit.start_point,
-                old_end_point=edit.old_end_point,
-                new_end_point=edit.new_end_point,
-            )
-            moved.tree = tree
+            moved.tree = edit.applied(run.tree)
         return moved
 
     def _split_touched(self, edit: Edit) -> None:
