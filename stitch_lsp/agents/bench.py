@@ -122,8 +122,12 @@ def markdown(report: BenchReport) -> str:
     for r in report.rows:
         note = (r.reason or (r.status if not r.correct else "")).replace("|", "/")
         note = note.splitlines()[0][:120] if note else ""
+        # A candidate that could not be run (out of memory, a fault, a timeout) is not shown
+        # as wrong: the column says what happened. All of them count against correctness.
+        verdict = "yes" if r.correct else ("no" if r.status in ("incorrect", "exploit") else "")
+        verdict = verdict or (r.status.replace("_", " ") if r.status else "no")
         lines.append(
-            f"| {r.problem} | {'yes' if r.handled else 'no'} | {'yes' if r.correct else 'no'} "
+            f"| {r.problem} | {'yes' if r.handled else 'no'} | {verdict} "
             f"| {_fmt(r.speedup_vs_eager)} | {_fmt(r.speedup_vs_compile)} "
             f"| {_fmt(r.eager_ms, '')} | {_fmt(r.candidate_ms, '')} | {note} |"
         )

@@ -75,7 +75,8 @@ def test_bench_without_gpu_generates_and_reports(
     assert data["summary"]["coverage"] == 0.5
     assert (tmp_path / "cands" / "1_softmax_builtin.py").is_file()
     md = out.with_suffix(".md").read_text()
-    assert "| 1_softmax | yes | no |" in md and "coverage: 1/2" in md
+    assert "| 1_softmax | yes | not verified |" in md and "coverage: 1/2" in md
+    assert "| 2_cumsum | no | no |" in md
     assert "1_softmax" in capsys.readouterr().out
 
 
@@ -93,3 +94,20 @@ def test_markdown_has_every_row() -> None:
     )
     text = markdown(report)
     assert "| x | yes | yes | 1.100x |" in text
+
+
+def test_markdown_says_why_a_candidate_was_not_correct() -> None:
+    from stitch_lsp.agents.bench import BenchReport
+
+    rows = [
+        BenchRow(problem="wrong", handled=True, correct=False, status="incorrect"),
+        BenchRow(problem="oom", handled=True, correct=False, status="runtime_error"),
+        BenchRow(problem="ok", handled=True, correct=True, status="passed"),
+    ]
+    summary = summarise(rows)
+    text = markdown(
+        BenchReport(folder="f", coder="builtin", devices=[], date="d", rows=rows, summary=summary)
+    )
+    assert "| wrong | yes | no |" in text
+    assert "| oom | yes | runtime error |" in text
+    assert summary.correct == 1 and summary.handled == 3  # a run that failed still counts

@@ -462,39 +462,71 @@ class Codegen:
         split = splits > 1
 
         def loop(push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+            # Each loop is unrolled by hand into a main loop that takes several rows (tile) or
+            # vectors (row) per step, each in its own block, then a remainder loop: with
+            # `#pragma unroll` alone nvcc keeps an exit test between the copies (the trip
+            # count is not known), so only one load is in flight per thread. The order in
+            # which a thread accumulates its elements is unchanged.
             if tile:
                 body = gen.full_loop(False, push, stores)
-                return [
-                    "#pragma unroll 4",
-                    "for (idx_t r = R0 + threadIdx.y; valid && r < R1; r += TY) {",
-                    "  const idx_t f0 = (k1 * R + r) * K2 + k2;",
-                    *_indent(body, 2),
+                out = ["if (valid) {", "  idx_t r = R0 + threadIdx.y;"]
+                out += ["  for (; r + 3 * TY < R1; r += 4 * TY) {"]
+                for u in range(4):
+                    row = "r" if u == 0 else f"r + {u} * TY"
+                    out += [
+                        "    {",
+                        f"      const idx_t f0 = (k1 * R + {row}) * K2 + k2;",
+                        *_indent(body, 6),
+                        "    }",
+                    ]
+                out += [
+                    "  }",
+                    "  for (; r < R1; r += TY) {",
+                    "    const idx_t f0 = (k1 * R + r) * K2 + k2;",
+                    *_indent(body, 4),
+                    "  }",
                     "}",
                 ]
-            addr = "row * RLEN + j" if lay.kind == "row" else "((j / R2) * K + row) * R2 + (j % R2)"
+                return out
+
+            def addr(j: str) -> str:
+                if lay.kind == "row":
+                    return f"row * RLEN + {j}"
+                return f"((({j}) / R2) * K + row) * R2 + (({j}) % R2)"
+
+            def unrolled(first: str, step: str, ways: int, body: list[str], ind: int) -> list[str]:
+                pad = " " * ind
+                lines = [f"{pad}idx_t j = {first};"]
+                lines.append(f"{pad}for (; j + {ways - 1} * {step} < J1; j += {ways} * {step}) {{")
+                for u in range(ways):
+                    jj = "j" if u == 0 else f"j + {u} * {step}"
+                    lines += [
+                        f"{pad}  {{",
+                        f"{pad}    const idx_t f0 = {addr(jj)};",
+                        *_indent(body, ind + 4),
+                        f"{pad}  }}",
+                    ]
+                lines += [
+                    f"{pad}}}",
+                    f"{pad}for (; j < J1; j += {step}) {{",
+                    f"{pad}  const idx_t f0 = {addr('j')};",
+                    *_indent(body, ind + 2),
+                    f"{pad}}}",
+                ]
+                return lines
+
             out = []
             if vec_ok:
                 body = gen.full_loop(True, push, stores)
                 out += [
                     "if constexpr (VEC) {",
-                    "  #pragma unroll 2",
-                    "  for (idx_t j = J0 + threadIdx.x * 4; j < J1; j += blockDim.x * 4) {",
-                    f"    const idx_t f0 = {addr};",
-                    *_indent(body, 4),
-                    "  }",
+                    *unrolled("J0 + threadIdx.x * 4", "(idx_t)blockDim.x * 4", 2, body, 2),
                     "} else {",
                 ]
             else:
                 out.append("{")
             body = gen.full_loop(False, push, stores)
-            out += [
-                "  #pragma unroll 4",
-                "  for (idx_t j = J0 + threadIdx.x; j < J1; j += blockDim.x) {",
-                f"    const idx_t f0 = {addr};",
-                *_indent(body, 4),
-                "  }",
-                "}",
-            ]
+            out += [*unrolled("J0 + threadIdx.x", "(idx_t)blockDim.x", 4, body, 2), "}"]
             return out
 
         def allreduce(s: str) -> str:

@@ -149,11 +149,12 @@ struct ArgS {
   float v;
   int i;
   __device__ static ArgS id() { return {MAX ? -INFINITY : INFINITY, 0x7fffffff}; }
+  // Branch-free (bitwise & and |, no short circuit), so the loads of the next elements can be
+  // issued before this comparison is resolved.
   __device__ static bool better(float xv, int xi, float v, int i) {
-    if (isnan(xv)) return !isnan(v) || xi < i;
-    if (isnan(v)) return false;
-    if (MAX ? xv > v : xv < v) return true;
-    return xv == v && xi < i;
+    const bool xn = isnan(xv), vn = isnan(v), first = xi < i;
+    const bool wins = MAX ? xv > v : xv < v;  // false when either is NaN
+    return (xn & (!vn | first)) | (!xn & !vn & (wins | ((xv == v) & first)));
   }
   __device__ void push(float x, int j) {
     if (better(x, j, v, i)) { v = x; i = j; }
