@@ -120,18 +120,25 @@ def compare(
     close = torch.isclose(act64, exp64, rtol=rtol, atol=atol, equal_nan=True)
     bad = ~close
     mismatches = int(bad.sum().item())
-    finite = torch.isfinite(diff)
-    max_abs = float(diff[finite].max().item()) if bool(finite.any()) else float("inf")
-    if not bool(finite.all()):
-        max_abs = float("inf")
-    rel = diff / (exp64.abs() + max(atol, 1e-12))
-    max_rel = float(rel.max().item()) if bool(finite.all()) else float("inf")
+    # No boolean-mask indexing on full outputs: `diff[mask]` builds an int64 index per element
+    # and dimension first (56 GiB for a 7 GiB 4-D output).
+    all_finite = bool(torch.isfinite(diff).all())
+    max_abs = float(diff.max().item()) if all_finite else float("inf")
+    eps = max(atol, 1e-12)
+    if all_finite and diff.is_floating_point():
+        diff.div_(exp64.abs().add_(eps))  # in place: diff is not needed after this
+        max_rel = float(diff.max().item())
+    elif all_finite:
+        max_rel = float((diff / (exp64.abs() + eps)).max().item())
+    else:
+        max_rel = float("inf")
+    del diff
     unwritten = 0
     if act.is_floating_point():
         unwritten = int((torch.isnan(act64) & ~torch.isnan(exp64)).sum().item())
     first = exp_v = act_v = None
     if mismatches:
-        flat = int(bad.reshape(-1).nonzero()[0].item())
+        flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)).item())  # the first one
         first = [int(i) for i in _unravel(flat, tuple(exp.shape))]
         exp_v = float(exp64.reshape(-1)[flat].item())
         act_v = float(act64.reshape(-1)[flat].item())

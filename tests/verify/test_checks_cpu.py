@@ -135,3 +135,22 @@ def test_pool_runs_at_most_one_job_per_device() -> None:
     assert peak == {"cuda:0": 1, "cuda:1": 1}
     with pytest.raises(RuntimeError, match="no CUDA GPU"), DevicePool([]).acquire():
         pass
+
+
+def test_compare_reports_the_first_mismatch_and_the_largest_errors() -> None:
+    expected = torch.ones(2, 3, 4, 5)
+    actual = expected.clone()
+    actual[1, 2, 3, 4] = 3.0  # the largest error, last in order
+    actual[0, 1, 2, 3] = 1.5  # the first mismatch
+    res = compare(0, 0, expected, actual, 1e-4, 1e-4)
+    assert not res.passed and res.mismatches == 2
+    assert res.first_mismatch == [0, 1, 2, 3] and res.expected == 1.0 and res.actual == 1.5
+    assert res.max_abs_error == 2.0 and abs(res.max_rel_error - 2.0) < 1e-3
+    actual[1, 0, 0, 0] = float("nan")
+    res = compare(0, 0, expected, actual, 1e-4, 1e-4)
+    assert res.max_abs_error == float("inf") and res.unwritten == 1
+    labels = torch.arange(12)
+    wrong = labels.clone()
+    wrong[7] = 0
+    res = compare(0, 0, labels, wrong, 0.0, 0.0)
+    assert res.first_mismatch == [7] and res.max_abs_error == 7.0
