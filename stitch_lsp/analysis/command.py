@@ -34,9 +34,16 @@ def _run(args: argparse.Namespace) -> int:
             counts[d.severity] += 1
             print(f"{d.path}:{d.line}:{d.column}: {d.severity.value}: {d.message} [{d.code}]")
         n = files_checked(paths)
-        print(
-            f"{n} file{'s' if n != 1 else ''} checked: {counts[Severity.error]} errors, "
-            f"{counts[Severity.warning]} warnings, {counts[Severity.information]} infos"
-            + (f", {counts[Severity.hint]} hints" if counts[Severity.hint] else "")
-        )
+        tally = [
+            _count(counts[Severity.error], "error"),
+            _count(counts[Severity.warning], "warning"),
+            _count(counts[Severity.information], "info"),
+        ]
+        if counts[Severity.hint]:
+            tally.append(_count(counts[Severity.hint], "hint"))
+        print(f"{_count(n, 'file')} checked: {', '.join(tally)}")
     return 1 if report.has_errors else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -46,7 +46,7 @@ def test_text_output_and_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     first = out[0]
     assert first.startswith(f"{DATA / 'bad_pure_pytorch.py'}:7:17: warning: ")
     assert first.endswith("[stitch.kernel-unused]")
-    assert out[-1] == "1 file checked: 4 errors, 1 warnings, 0 infos"
+    assert out[-1] == "1 file checked: 4 errors, 1 warning, 0 infos"
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
