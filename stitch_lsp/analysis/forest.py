@@ -111,9 +111,11 @@ class StatementForest:
         before = runs[:first]
         after = [self._moved(run, edit, delta) if shifted else run for run in runs[last + 1 :]]
         region = Run(runs[first].start, runs[last].end + delta)
-        reused = len(runs) == 1 and not _has_error(runs[0])
+        # One clean run (a file with no top-level statement to cut at, or a large class):
+        # re-parse it incrementally, which re-reads only from the edit to the run's end.
+        reused = first == last and runs[first].tree is not None and not _has_error(runs[first])
         if reused:
-            region.tree = self._moved(runs[0], edit, delta).tree  # one clean tree: reuse it
+            region.tree = self._moved(runs[first], edit, delta).tree
         self._parse(data, index, region)
         if _has_error(region) and (before or after or reused):
             # tree-sitter's error recovery can reach back over earlier statements, and an
