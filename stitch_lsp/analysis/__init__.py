@@ -7,6 +7,8 @@ Usage (the server and the `check` command build on exactly this)::
     doc = Document(uri, text, language_id, version)   # "python" | "cuda-cpp" | "cuda"
     doc = Document.from_path(path)                     # language from the suffix
     doc.apply_change((sl, sc, el, ec), new_text)       # one LSP change; None range = full text
+    doc.roots                # the syntax: one root for CUDA; for Python one `module` root per
+                             # run of top-level statements, so an edit re-parses only its run
     result = analyze(doc)                              # cached per document revision
     result.diagnostics       # list[Finding]: 1-based line/column, code "stitch.<id>"
     result.symbols           # outline: modules > methods, functions, kernels > launches
