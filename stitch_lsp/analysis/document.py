@@ -1,4 +1,4 @@
-"""One open text document: its text, its tree-sitter tree, and incremental edits.
+"""One open text document: its text, its tree-sitter syntax, and incremental edits.
 
 The server applies each LSP `didChange` content change with `apply_change`. A CUDA tree is
 edited with `Tree.edit` and re-parsed with the old tree, so tree-sitter re-reads only what
