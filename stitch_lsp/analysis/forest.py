@@ -13,7 +13,8 @@ Each run is parsed from the whole text with `included_ranges`, so node positions
 positions and queries see ordinary `module` roots. When an edited run has a syntax error
 (tree-sitter's error recovery can reach back over earlier statements) or runs on past its
 end (a line continuation), the whole file is parsed as one tree again, and stays one tree
-until it parses cleanly. So the forest always equals a whole-file parse, node for node, and
+until it parses cleanly. While it is broken, edits only record the text, and the next read
+of `roots` parses it afresh, once for any number of keystrokes. So the forest always equals a whole-file parse, node for node, and
 the same text gives the same diagnostics whatever the edits that led to it
 (`tests/analysis/test_forest.py` checks this on random edits).
 """
@@ -82,20 +83,32 @@ class StatementForest:
     ) -> None:
         self._parser = parser
         self._run_bytes = run_bytes  # fixed run size, for tests; None sizes runs by the file
+        # While the text does not parse, edits only record the text; the next read parses it.
+        self._unparsed: tuple[bytes, LineIndex] | None = None
         self._runs = [Run(0, len(data))]
         self._parse_runs(data, index, self._runs)
 
     @property
     def roots(self) -> list[Node]:
         """The `module` node of each run, in file order; their children are disjoint."""
+        if self._unparsed is not None:
+            data, index = self._unparsed
+            self._unparsed = None
+            self._runs = [Run(0, len(data))]
+            self._parse(data, index, self._runs[0])
         return [run.tree.root_node for run in self._runs if run.tree is not None]
 
     @property
     def run_count(self) -> int:
-        return len(self._runs)
+        return 1 if self._unparsed is not None else len(self._runs)
 
     def edit(self, edit: Edit, data: bytes, index: LineIndex) -> None:
         """Follow one edit; `data` and `index` are the text after it."""
+        if self._unparsed is not None or (len(self._runs) == 1 and _has_error(self._runs[0])):
+            # A broken file is parsed whole and afresh anyway (see below), so nothing is kept
+            # up to date: keystrokes between two reads cost nothing, the read one parse.
+            self._unparsed = (data, index)
+            return
         self._split_touched(edit)
         runs = self._runs
         starts = [r.start for r in runs]
@@ -122,12 +135,10 @@ class StatementForest:
             # incremental re-parse may recover differently from a fresh one: a fresh
             # whole-file parse is the only tree that does not depend on the edit history.
             # The file stays one tree until it parses cleanly again.
-            self._runs = [Run(0, len(data))]
-            self._parse(data, index, self._runs[0])
+            self._unparsed = (data, index)
             return
         if after and _runs_on(region, data):
-            self._runs = [Run(0, len(data))]  # a line continuation into the next run
-            self._parse(data, index, self._runs[0])
+            self._unparsed = (data, index)  # a line continuation into the next run
             return
         for run in before:
             if run.tree is None:  # cut from a large run just now

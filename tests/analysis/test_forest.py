@@ -190,3 +190,42 @@ def test_analysis_of_a_split_document_equals_a_fresh_one() -> None:
             assert [(s.name, s.range) for s in got.symbols] == [
                 (s.name, s.range) for s in want.symbols
             ]
+
+
+class CountingParser:
+    """A parser that counts its parses (the forest only calls `parse` and sets ranges)."""
+
+    def __init__(self) -> None:
+        self.inner = grammars.parser("python")
+        self.parses = 0
+
+    @property
+    def included_ranges(self) -> list:
+        return self.inner.included_ranges
+
+    @included_ranges.setter
+    def included_ranges(self, ranges: list) -> None:
+        self.inner.included_ranges = ranges
+
+    def parse(self, *args: object) -> object:
+        self.parses += 1
+        return self.inner.parse(*args)
+
+
+def test_a_broken_file_is_parsed_once_per_read_not_per_keystroke() -> None:
+    data = b"x = (1,\n" + b"".join(b"def f%d():\n    return %d\n\n" % (i, i) for i in range(50))
+    parser = CountingParser()
+    forest = StatementForest(parser, data, LineIndex(data), 64)  # type: ignore[arg-type]
+    assert forest.roots[0].has_error
+    before = parser.parses
+    for _ in range(5):  # five keystrokes at the end of the file, no read in between
+        data = apply(forest, data, len(data), len(data), b"#")
+    assert parser.parses == before
+    assert signature(forest.roots) == whole_file(data)
+    assert parser.parses == before + 1
+    # Closing the bracket: the next read parses a clean file, and edits then split it.
+    at = data.index(b"1,") + 2
+    data = apply(forest, data, at, at, b")")
+    assert not any(r.has_error for r in forest.roots)
+    data = apply(forest, data, len(data), len(data), b"\n")
+    assert forest.run_count > 1 and signature(forest.roots) == whole_file(data)
