@@ -14,9 +14,9 @@ positions and queries see ordinary `module` roots. When an edited run has a synt
 (tree-sitter's error recovery can reach back over earlier statements) or runs on past its
 end (a line continuation), the whole file is parsed as one tree again, and stays one tree
 until it parses cleanly. While it is broken, edits only record the text, and the next read
-of `roots` parses it afresh, once for any number of keystrokes. So the forest always equals a whole-file parse, node for node, and
-the same text gives the same diagnostics whatever the edits that led to it
-(`tests/analysis/test_forest.py` checks this on random edits).
+of `roots` parses it afresh, once for any number of keystrokes. So the forest always equals a
+whole-file parse, node for node, and the same text gives the same diagnostics whatever the
+edits that led to it (`tests/analysis/test_forest.py` checks this on random edits).
 """
 
 from __future__ import annotations
