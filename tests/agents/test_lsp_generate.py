@@ -8,23 +8,20 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig
 
 from stitch_lsp.runtime.fastcuda import find_nvcc
 from tests.agents.fake_openai import Fail, FakeOpenAI
 from tests.server.lsp_client import (
-    SERVER_COMMAND,
+    SERVER_NO_GPU,
     StitchClient,
     debug_info,
     initialize,
-    make_client,
     open_file,
     wait_for_diagnostics,
     wait_until,
@@ -33,25 +30,7 @@ from tests.server.lsp_client import (
 DATA = Path(__file__).resolve().parent / "data"
 
 
-def _client() -> StitchClient:
-    """The shared test client, plus the lens refresh request VS Code answers."""
-    client = make_client()
-
-    @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
-    def refresh(params: None) -> None:
-        client.lens_refreshes = getattr(client, "lens_refreshes", 0) + 1
-
-    return client
-
-
-NO_GPU = ClientServerConfig(
-    server_command=SERVER_COMMAND,
-    client_factory=_client,
-    server_env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-)
-
-
-@pytest_lsp.fixture(config=NO_GPU)
+@pytest_lsp.fixture(config=SERVER_NO_GPU)
 async def client(lsp_client: StitchClient):
     yield
     await lsp_client.shutdown_session()

@@ -116,6 +116,25 @@ SERVER_WITH_FAKES = ClientServerConfig(
 """The server plus `tests/server/fake_feature.py` (commands, lenses, actions, jobs)."""
 
 
+def make_lens_client() -> StitchClient:
+    """The shared test client, plus the lens refresh request VS Code answers."""
+    client = make_client()
+
+    @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
+    def refresh(params: None) -> None:
+        client.lens_refreshes = getattr(client, "lens_refreshes", 0) + 1
+
+    return client
+
+
+SERVER_NO_GPU = ClientServerConfig(
+    server_command=SERVER_COMMAND,
+    client_factory=make_lens_client,
+    server_env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+)
+"""The server with no GPU visible, and a client that counts code lens refreshes."""
+
+
 async def initialize(
     client: StitchClient,
     root: Path,

@@ -20,10 +20,11 @@ from pytest_lsp import ClientServerConfig
 from tests.server.lsp_client import (
     REPO,
     SERVER_COMMAND,
+    SERVER_NO_GPU,
     StitchClient,
     edit,
     initialize,
-    make_client,
+    make_lens_client,
     open_file,
     wait_for_diagnostics,
     wait_until,
@@ -36,25 +37,7 @@ needs_nvcc = pytest.mark.skipif(
 )
 
 
-def _client() -> StitchClient:
-    """The shared test client, plus the lens refresh request VS Code answers."""
-    client = make_client()
-
-    @client.feature(lsp.WORKSPACE_CODE_LENS_REFRESH)
-    def refresh(params: None) -> None:
-        client.lens_refreshes = getattr(client, "lens_refreshes", 0) + 1
-
-    return client
-
-
-NO_GPU = ClientServerConfig(
-    server_command=SERVER_COMMAND,
-    client_factory=_client,
-    server_env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-)
-
-
-@pytest_lsp.fixture(config=NO_GPU)
+@pytest_lsp.fixture(config=SERVER_NO_GPU)
 async def client(lsp_client: StitchClient):
     yield
     await lsp_client.shutdown_session()
@@ -262,7 +245,7 @@ def test_result_one_liners() -> None:
 
 FAKE_GPU = ClientServerConfig(
     server_command=SERVER_COMMAND,
-    client_factory=_client,
+    client_factory=make_lens_client,
     server_env={
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
