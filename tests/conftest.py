@@ -1,8 +1,7 @@
-"""Shared test fixtures: where the shared data lives, and the GPU gate."""
+"""Shared test fixtures: the test data kept in the repository, and the GPU gate."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from functools import cache
@@ -11,7 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("STITCH_SHARED_DIR", REPO.parent / "shared")).resolve()
+TESTS = Path(__file__).resolve().parent
+# KernelBench problems (MIT, licence beside them) and real ncu reports, copied into the repository
+# so that a fresh clone needs nothing outside it.
+KERNELBENCH = TESTS / "data" / "kernelbench"
+NCU_FIXTURES = TESTS / "fixtures" / "ncu"
 
 
 @cache
@@ -41,17 +44,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared data folder not found at {SHARED}")
-    return SHARED
+def kernelbench_dir() -> Path:
+    return KERNELBENCH
 
 
 @pytest.fixture(scope="session")
-def kernelbench_dir(shared_dir: Path) -> Path:
-    return shared_dir / "kernelbench-dev"
-
-
-@pytest.fixture(scope="session")
-def ncu_fixture_dir(shared_dir: Path) -> Path:
-    return shared_dir / "fixtures" / "ncu"
+def ncu_fixture_dir() -> Path:
+    return NCU_FIXTURES

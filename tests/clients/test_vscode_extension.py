@@ -18,7 +18,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT = REPO / "client-vscode"
-SHARED = Path(os.environ.get("STITCH_SHARED_DIR", REPO.parent / "shared")).resolve()
 NPM = shutil.which("npm")
 
 pytestmark = [
@@ -31,7 +30,6 @@ def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[st
     env = {
         **os.environ,
         "STITCH_PYTHON": sys.executable,
-        "STITCH_SHARED_DIR": str(SHARED),
         "CI": "1",
     }
     proc = subprocess.run(
@@ -58,11 +56,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_npm_test(installed: Path) -> None:
     proc = npm(installed, "test", timeout=300)
-    # node's test runner prints a summary; make sure tests really ran and none were skipped
-    # (the one test that reads a shared ncu report skips, saying so, when the folder is absent).
+    # node's test runner prints a summary; make sure tests really ran and none were skipped.
     assert "ℹ fail 0" in proc.stdout, proc.stdout[-3000:]
-    if SHARED.is_dir():
-        assert "ℹ skipped 0" in proc.stdout, proc.stdout[-3000:]
+    assert "ℹ skipped 0" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
@@ -94,7 +90,6 @@ def test_the_packaged_bundle_activates_and_serves(installed: Path, tmp_path: Pat
         **os.environ,
         "STITCH_BUNDLE": str(bundle),
         "STITCH_PYTHON": sys.executable,
-        "STITCH_SHARED_DIR": str(SHARED),
     }
     tests = ["out/test/unit/activation.test.js", "out/test/e2e/extension.test.js"]
     proc = subprocess.run(

@@ -20,7 +20,7 @@ pytest_lsp = pytest.importorskip("pytest_lsp")
 
 from lsprotocol import types as lsp  # noqa: E402
 
-from tests.conftest import SHARED  # noqa: E402
+from tests.conftest import NCU_FIXTURES  # noqa: E402
 from tests.profile.test_lsp_profile import PY_MODEL, ncu_lines  # noqa: E402
 from tests.server.lsp_client import (  # noqa: E402
     SERVER_COMMAND,
@@ -33,7 +33,7 @@ from tests.server.lsp_client import (  # noqa: E402
     wait_until,
 )
 
-REPORT = SHARED / "fixtures" / "ncu" / "relu_bias_full.ncu-rep"
+REPORT = NCU_FIXTURES / "relu_bias_full.ncu-rep"
 _BIN = Path(tempfile.mkdtemp(prefix="stitch-fake-tools-"))
 (_BIN / "ncu").write_text(
     f"#!{sys.executable}\n"

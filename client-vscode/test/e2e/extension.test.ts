@@ -14,9 +14,8 @@ import { context, loadBundle, until } from "../support/bundle";
 import { fakeDocument, makeFakeVscode } from "../support/fakeVscode";
 import { FIXTURES, REPO_ROOT, testPython } from "./session";
 
-// The shared data folder: $STITCH_SHARED_DIR, else the one beside the repository.
-const SHARED = process.env.STITCH_SHARED_DIR ?? path.join(REPO_ROOT, "..", "shared");
-const NCU_REPORT = path.resolve(SHARED, "fixtures", "ncu", "relu_bias_full.ncu-rep");
+// A real Nsight Compute report kept with the Python tests' fixtures.
+const NCU_REPORT = path.resolve(REPO_ROOT, "tests", "fixtures", "ncu", "relu_bias_full.ncu-rep");
 
 describe("the bundled extension with the real server", { timeout: 90_000 }, () => {
   // model.py, open in the editor with an unsaved edit, the cursor inside `class Model`.
@@ -88,7 +87,7 @@ describe("the bundled extension with the real server", { timeout: 90_000 }, () =
 
   it(
     "shows a real Nsight Compute report through the server's stitch.showProfile",
-    { skip: fs.existsSync(NCU_REPORT) ? false : `no ncu fixture at ${NCU_REPORT} (set STITCH_SHARED_DIR)` },
+    { skip: fs.existsSync(NCU_REPORT) ? false : `no ncu fixture at ${NCU_REPORT}` },
     async () => {
       assert.ok(fake.registered.has("stitch.showProfile"), "the server does not offer stitch.showProfile");
       await fake.registered.get("stitch.showNcuReport")!();
