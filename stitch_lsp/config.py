@@ -55,6 +55,11 @@ class Settings(BaseModel):
     trials: int = Field(5, ge=1, le=100)
     timing_trials: int = Field(20, ge=3, le=1000)
     allow_tf32: bool = False
+    extra_baselines: bool = Field(
+        False,
+        description="Also time the reference under a CUDA graph and torch.compile "
+        "reduce-overhead (slower verify; `stitch-lsp bench` turns it on).",
+    )
     verify_timeout_s: float = Field(600.0, gt=0)
     verify_on_save: bool = False
     python_for_workers: str | None = Field(

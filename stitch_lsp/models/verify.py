@@ -32,6 +32,12 @@ class VerifyRequest(BaseModel):
     input_sets: int = Field(3, ge=1, description="Fresh get_inputs() sets timed in rotation.")
     allow_tf32: bool = False
     compare_compile: bool = Field(True, description="Also time torch.compile(Model).")
+    extra_baselines: bool = Field(
+        False,
+        description="Also time the reference replayed under a CUDA graph and "
+        'torch.compile(mode="reduce-overhead").',
+    )
+    timeline: bool = Field(True, description="Record a torch.profiler timeline of each model.")
     exploit_checks: bool = True
     seed: int = 42
 
@@ -59,7 +65,38 @@ class TrialResult(BaseModel):
     expected: float | None = None
     actual: float | None = None
     unwritten: int = Field(0, description="Elements still holding the poison fill.")
+    candidate_error_fp64: float | None = Field(
+        None, description="Max abs error of the candidate from a float64 run (on a miss)."
+    )
+    reference_error_fp64: float | None = Field(
+        None, description="Max abs error of the fp32 reference itself from float64 (on a miss)."
+    )
     message: str = ""
+
+
+class PrecisionTrial(BaseModel):
+    """One output on one input set, against the reference run in float64."""
+
+    inputs: str = Field(description="get_inputs, or the transform: signs, range, mantissa.")
+    output: int = 0
+    candidate_error: float = Field(description="Max abs error of the candidate from float64.")
+    reference_error: float = Field(description="Max abs error of the fp32 reference.")
+    candidate_tol_units: float = Field(
+        description="max |y - y64| / (atol + rtol |y64|) of the candidate: 1 is the tolerance."
+    )
+    reference_tol_units: float
+    ratio: float | None = Field(None, description="candidate / reference, in tolerance units.")
+    downgrade: bool = False
+
+
+class PrecisionReport(BaseModel):
+    """The float64 oracle: every trial, the thresholds it used, and what it skipped and why."""
+
+    trials: list[PrecisionTrial] = Field(default_factory=list)
+    factor: float = Field(description="Flag when the candidate is this many times further off.")
+    floor: float = Field(description="... and at least this many tolerance units off.")
+    skipped: list[str] = Field(default_factory=list)
+    note: str | None = Field(None, description="Why the oracle did not run, when it did not.")
 
 
 class CorrectnessReport(BaseModel):
@@ -70,6 +107,7 @@ class CorrectnessReport(BaseModel):
     dtype: str = ""
     tf32: bool = False
     inputs_mutated: bool = False
+    precision: PrecisionReport | None = None
 
 
 class TimingStats(BaseModel):
@@ -86,11 +124,60 @@ class TimingStats(BaseModel):
 class TimingReport(BaseModel):
     eager: TimingStats | None = None
     compiled: TimingStats | None = None
+    graph: TimingStats | None = Field(
+        None,
+        description="The reference replayed under a CUDA graph, input copy and fresh "
+        "output included.",
+    )
+    compiled_ro: TimingStats | None = Field(
+        None, description='torch.compile(mode="reduce-overhead") of the reference.'
+    )
     candidate: TimingStats | None = None
     compile_note: str | None = Field(None, description="Why torch.compile was not timed.")
+    graph_note: str | None = Field(None, description="Why the CUDA-graph column is missing.")
+    compile_ro_note: str | None = Field(None, description="Why reduce-overhead is missing.")
+    tf32: bool = Field(False, description="Whether a TF32 flag was on during any timed column.")
     floor_ms: float | None = Field(None, description="Roofline floor: bytes and FLOPs at peak.")
+    floor_bandwidth: float | None = Field(None, description="Bytes/s the floor assumes.")
+    floor_source: str | None = Field(None, description="Where that bandwidth comes from.")
     bytes_moved: int | None = None
     flops: int | None = None
+
+
+class KernelShare(BaseModel):
+    name: str
+    ms: float = Field(description="GPU time per forward.")
+    calls: float = Field(description="Launches per forward.")
+    share: float = Field(description="Share of the forward's GPU work.")
+
+
+class Timeline(BaseModel):
+    """What the GPU did during one forward (torch.profiler / CUPTI, this process only)."""
+
+    forwards: int = Field(description="Profiled forwards the figures are averaged over.")
+    kernels: float = Field(description="Kernel launches per forward.")
+    copies: float = Field(0.0, description="Memcpy and memset operations per forward.")
+    streams: int = Field(1, description="Streams the forward's work ran on.")
+    window_ms: float = Field(
+        description="From the forward's first launch opportunity to the end of its last work."
+    )
+    busy_ms: float = Field(description="GPU time with at least one of its kernels running.")
+    busy_fraction: float = Field(description="busy_ms / window_ms.")
+    gaps: float = Field(description="Idle gaps per forward (longer than 1 us).")
+    gap_ms: float = Field(description="Total idle time per forward.")
+    max_gap_ms: float = 0.0
+    median_gap_ms: float = 0.0
+    host_ms: float | None = Field(
+        None, description="Host time of one forward call (launch overhead), no profiler."
+    )
+    top: list[KernelShare] = Field(default_factory=list)
+    note: str | None = None
+
+
+class TimelineReport(BaseModel):
+    reference: Timeline | None = None
+    candidate: Timeline | None = None
+    note: str | None = Field(None, description="Why a timeline is missing.")
 
 
 class ExploitFinding(BaseModel):
@@ -112,6 +199,15 @@ class VerifyResult(BaseModel):
     timing: TimingReport | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_graph: float | None = None
+    speedup_vs_compile_ro: float | None = None
+    speedup_vs_best: float | None = Field(
+        None,
+        description="Against the fastest of the timed baselines (eager, CUDA graph, "
+        "torch.compile, reduce-overhead).",
+    )
+    best_baseline: str | None = Field(None, description="Which baseline that was.")
+    timeline: TimelineReport | None = None
     exploits: list[ExploitFinding] = Field(default_factory=list)
     log_tail: str = ""
     wall_seconds: float = 0.0

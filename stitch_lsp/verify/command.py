@@ -20,6 +20,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--compile-only", action="store_true", help="build only, even with a GPU")
     p.add_argument("--no-compile", action="store_true", help="do not time torch.compile")
+    p.add_argument(
+        "--extra-baselines",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also time the reference under a CUDA graph and torch.compile reduce-overhead "
+        "(default: the extraBaselines setting, off)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -39,6 +46,7 @@ def _run(args: argparse.Namespace) -> int:
         compile_only=args.compile_only,
         timeout_s=args.timeout,
         compare_compile=not args.no_compile,
+        extra_baselines=args.extra_baselines,
     )
     if args.json:
         print(result.model_dump_json(indent=2))

@@ -1,7 +1,8 @@
-"""The GPU part of a verify run: correctness trials, exploit checks, timing (imports torch)."""
+"""The GPU part of a verify run: correctness, exploit checks, timeline, timing (imports torch)."""
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -9,11 +10,14 @@ import torch
 from stitch_lsp.models.verify import (
     CorrectnessReport,
     ExploitFinding,
+    PrecisionReport,
+    TimelineReport,
     TimingReport,
     TrialResult,
     VerifyStatus,
 )
-from stitch_lsp.verify import exploits
+from stitch_lsp.verify import exploits, precision
+from stitch_lsp.verify.baselines import apply_speedups
 from stitch_lsp.verify.correctness import (
     clone_all,
     compare,
@@ -24,10 +28,20 @@ from stitch_lsp.verify.correctness import (
     to_device,
     tolerance,
 )
-from stitch_lsp.verify.timing import L2Flusher, copy_bandwidth, stats, time_cuda
+from stitch_lsp.verify.timeline import Call, RecordingError, summarise
+from stitch_lsp.verify.timing import (
+    GraphReplay,
+    L2Flusher,
+    copy_bandwidth,
+    stats,
+    tf32_on,
+    time_cuda,
+)
 
 if TYPE_CHECKING:
     from stitch_lsp.verify.worker import Worker
+
+TIMELINE_FORWARDS = 3
 
 
 class GpuRun:
@@ -38,6 +52,8 @@ class GpuRun:
         self.ref_mod = ref
         self.cand_mod = cand
         self._inputs_on_device = True
+        self._model64: torch.nn.Module | None = None
+        self._model64_error: str | None = None
 
     def inputs(self, seed: int) -> list[Any]:
         """Fresh `get_inputs()`, created on the GPU directly when the file allows it (random
@@ -52,6 +68,21 @@ class GpuRun:
                 self._inputs_on_device = False
                 torch.manual_seed(seed)
         return to_device(list(self.ref_mod.get_inputs()), self.device)
+
+    def model64(self, ref_model: Any) -> torch.nn.Module | None:
+        """The reference in float64 (same weights), made once; None (with a reason) if it
+        cannot be (no float64 kernel for an op, out of memory, ...)."""
+        if self._model64 is None and self._model64_error is None:
+            try:
+                self._model64 = precision.float64_model(ref_model)
+            except Exception as exc:
+                self._model64_error = f"{type(exc).__name__}: {exc}"[:300]
+        return self._model64
+
+    def drop_model64(self) -> None:
+        self._model64 = None
+        gc.collect()
+        torch.cuda.empty_cache()
 
     def run(self) -> None:
         w, req = self.w, self.req
@@ -97,16 +128,20 @@ class GpuRun:
             if req.exploit_checks:
                 w.phase("exploits")
                 found += self.exploit_checks(ref_model, cand_model, first_outs)
+            if req.timeline or req.exploit_checks:
+                w.phase("timeline")
+                found += self.timeline(ref_model, cand_model)
             w.phase("timing")
             timing = self.timing(ref_model, cand_model)
             w.result.timing = timing
             if req.exploit_checks and timing.candidate and timing.floor_ms:
                 eager = timing.eager.median if timing.eager else None
                 found += exploits.check_floor(timing.candidate.median, eager, timing.floor_ms)
-            if timing.candidate and timing.eager:
-                w.result.speedup_vs_eager = timing.eager.median / timing.candidate.median
-            if timing.candidate and timing.compiled:
-                w.result.speedup_vs_compile = timing.compiled.median / timing.candidate.median
+            apply_speedups(w.result)
+            if req.extra_baselines:
+                w.phase("baselines")
+                self.extra_baselines(ref_model, timing)
+                apply_speedups(w.result)
         w.result.exploits = found
         for f in found:
             w.result.diagnostics.append(w.candidate_finding(f.code, f.message))
@@ -161,6 +196,8 @@ class GpuRun:
             for k, (e, a) in enumerate(zip(ref_outs, cand_outs, strict=True)):
                 tol = tolerance(e.dtype) if isinstance(e, torch.Tensor) else 0.0
                 res = compare(t, k, e, a, tol, tol)
+                if not res.passed:
+                    self.explain_miss(res, ref_model, originals, e, a)
                 if not res.passed or k == len(ref_outs) - 1:
                     trials.append(res)
                 if not res.passed:
@@ -192,6 +229,35 @@ class GpuRun:
         )
         return report, keep
 
+    def explain_miss(
+        self, res: TrialResult, ref_model: Any, originals: list[Any], expected: Any, actual: Any
+    ) -> None:
+        """A tolerance miss: how far each of candidate and fp32 reference is from float64."""
+        if not (
+            isinstance(expected, torch.Tensor)
+            and isinstance(actual, torch.Tensor)
+            and expected.is_floating_point()
+            and actual.shape == expected.shape
+            and res.max_abs_error is not None
+        ):
+            return
+        try:
+            model64 = self.model64(ref_model)
+            if model64 is None:
+                return
+            outs64 = precision.run64(model64, originals)
+            e64 = outs64[res.output]
+            res.candidate_error_fp64 = precision.error_from(e64, actual, 0.0, 0.0).max_abs
+            res.reference_error_fp64 = precision.error_from(e64, expected, 0.0, 0.0).max_abs
+            del outs64, e64
+        except Exception:  # out of memory, an op without float64: the miss stands as it is
+            return
+        finally:
+            self.drop_model64()
+        res.message += "; " + precision.describe_miss(
+            res.max_abs_error, res.candidate_error_fp64, res.reference_error_fp64
+        )
+
     # ------------------------------------------------------------------ exploits
 
     def exploit_checks(
@@ -208,14 +274,80 @@ class GpuRun:
         b = self.inputs(self.req.seed + 1001)
         found += exploits.check_reuse_and_caching(ref_model, cand_model, a, b, atol, rtol)
         torch.cuda.synchronize(self.device)
-        found += exploits.check_stream(cand_model, self.inputs(self.req.seed + 1002))
-        if not self.req.allow_tf32 and first:
-            found += exploits.check_downcast(
-                ref_model, first["cand_outs"], first["ref_outs"], first["originals"]
-            )
+        del a, b
+        report = self.precision_oracle(ref_model, cand_model, first)
+        if self.w.result.correctness is not None:
+            self.w.result.correctness.precision = report
+        found += exploits.check_precision(report)
         first.clear()
         torch.cuda.synchronize(self.device)
         torch.cuda.empty_cache()
+        return found
+
+    def precision_oracle(
+        self, ref_model: Any, cand_model: Any, first: dict[str, Any]
+    ) -> PrecisionReport:
+        report = PrecisionReport(factor=precision.ORACLE_FACTOR, floor=precision.ORACLE_FLOOR)
+        if self.req.allow_tf32:
+            report.note = "TF32 is allowed (allowTf32): the float64 oracle does not apply"
+            return report
+        try:
+            model64 = self.model64(ref_model)
+            if model64 is None:
+                report.note = f"no float64 run of the reference: {self._model64_error}"
+                return report
+            sample = (first["originals"], first["ref_outs"], first["cand_outs"]) if first else None
+            return precision.oracle(
+                ref_model,
+                cand_model,
+                model64,
+                sample,
+                self.inputs(self.req.seed + 1500),
+                seed=self.req.seed,
+                sync=lambda: torch.cuda.synchronize(self.device),
+            )
+        except torch.cuda.OutOfMemoryError:
+            report.note = "out of memory for a float64 run of the reference: oracle skipped"
+            return report
+        except (RuntimeError, TypeError, NotImplementedError) as exc:
+            if "float64" in str(exc).lower() or "double" in str(exc).lower():
+                report.note = f"no float64 run of the reference: {type(exc).__name__}: {exc}"[:300]
+                return report
+            raise
+        finally:
+            self.drop_model64()
+
+    # ------------------------------------------------------------------ timeline
+
+    def timeline(self, ref_model: Any, cand_model: Any) -> list[ExploitFinding]:
+        """Device activity of a few profiled forwards of each model (not the timed runs):
+        the timeline, and the side-stream check on the candidate's own records."""
+        from stitch_lsp.verify import activity
+
+        report = TimelineReport()
+        self.w.result.timeline = report
+        inputs = self.inputs(self.req.seed + 3000)
+        found: list[ExploitFinding] = []
+        cand_calls: list[Call] | None = None
+        try:
+            cand_calls = activity.record(cand_model, clone_all(inputs), calls=TIMELINE_FORWARDS)
+        except (RecordingError, RuntimeError, AttributeError) as exc:
+            report.note = f"no device activity for the candidate: {exc}"[:300]
+        if self.req.exploit_checks:
+            if cand_calls is not None:
+                found += exploits.check_side_stream(cand_calls)
+            else:  # no activity records: the host-clock check, right on an unshared GPU
+                found += exploits.check_stream(cand_model, clone_all(inputs))
+        if not self.req.timeline:
+            return found
+        if cand_calls is not None:
+            host = activity.host_ms(cand_model, clone_all(inputs))
+            report.candidate = summarise(cand_calls, host)
+        try:
+            ref_calls = activity.record(ref_model, clone_all(inputs), calls=TIMELINE_FORWARDS)
+            report.reference = summarise(ref_calls, activity.host_ms(ref_model, clone_all(inputs)))
+        except (RecordingError, RuntimeError, AttributeError) as exc:
+            report.note = (report.note or "") + f" no device activity for the reference: {exc}"
         return found
 
     # ------------------------------------------------------------------ timing
@@ -223,31 +355,98 @@ class GpuRun:
     def timing(self, ref_model: Any, cand_model: Any) -> TimingReport:
         req = self.req
         report = TimingReport()
-        sets = [self.inputs(req.seed + 2000 + i) for i in range(req.input_sets)]
-        flush = L2Flusher(self.device)
-        kw = {"trials": req.timing_trials, "warmup": req.warmup, "flush": flush}
-        report.eager = stats(time_cuda(ref_model, sets, **kw))
+        self.sets = [self.inputs(req.seed + 2000 + i) for i in range(req.input_sets)]
+        self.flush = L2Flusher(self.device)
+        report.tf32 = tf32_on()
+        report.eager = stats(time_cuda(ref_model, self.sets, **self._kw()))
+        report.candidate = stats(time_cuda(cand_model, self.sets, **self._kw()))
         if req.compare_compile:
             try:
+                report.tf32 |= tf32_on()
                 compiled = torch.compile(ref_model)
-                report.compiled = stats(time_cuda(compiled, sets, **kw))
+                report.compiled = stats(time_cuda(compiled, self.sets, **self._kw()))
             except Exception as exc:  # no triton, unsupported op, ...
                 report.compile_note = f"torch.compile failed: {type(exc).__name__}: {exc}"[:500]
+            finally:
+                compiled = None
         else:
             report.compile_note = "not requested"
-        report.candidate = stats(time_cuda(cand_model, sets, **kw))
         try:
             with torch.no_grad():
-                outs = flatten(ref_model(*sets[0]))
-            nbytes = exploits.tensor_bytes(sets[0]) + exploits.tensor_bytes(outs)
-            flops = exploits.count_flops(ref_model, sets[0])
+                outs = flatten(ref_model(*self.sets[0]))
+            nbytes = exploits.tensor_bytes(self.sets[0]) + exploits.tensor_bytes(outs)
+            flops = exploits.count_flops(ref_model, self.sets[0])
             first = next((o for o in outs if isinstance(o, torch.Tensor)), None)
             dt = first.dtype if first is not None else torch.float32
             peak = exploits.peak_flops(dt, req.allow_tf32, self.device)
-            bw = copy_bandwidth(self.device)
+            bw, source = exploits.peak_bandwidth(self.device, lambda: copy_bandwidth(self.device))
             report.bytes_moved = nbytes
             report.flops = flops
-            report.floor_ms = exploits.roofline_floor_ms(nbytes, flops, bw * 1.05, peak)
+            report.floor_bandwidth = bw
+            report.floor_source = source
+            report.floor_ms = exploits.roofline_floor_ms(nbytes, flops, bw, peak)
         except torch.cuda.OutOfMemoryError:
             report.floor_ms = None
+        if req.extra_baselines:
+            report.graph_note = report.compile_ro_note = "not reached"
+        else:
+            report.graph_note = report.compile_ro_note = "not requested (extra baselines off)"
         return report
+
+    def _kw(self) -> dict[str, Any]:
+        return {"trials": self.req.timing_trials, "warmup": self.req.warmup, "flush": self.flush}
+
+    def extra_baselines(self, ref_model: Any, report: TimingReport) -> None:
+        """The reference under a CUDA graph, and torch.compile reduce-overhead. Last, because a
+        failed capture can leave the context unusable for what would come after."""
+        report.graph_note = report.compile_ro_note = None
+        report.tf32 |= tf32_on()
+        try:
+            graph = GraphReplay(ref_model, self.sets[0])
+            mismatch = self._replay_mismatch(ref_model, graph)
+            if mismatch:
+                report.graph_note = mismatch
+            else:
+                report.graph = stats(time_cuda(graph, self.sets, **self._kw()))
+        except Exception as exc:
+            report.graph_note = f"CUDA graph capture failed: {type(exc).__name__}: {exc}"[:500]
+        finally:
+            graph = None
+            gc.collect()
+            torch.cuda.empty_cache()
+        try:
+            torch._dynamo.reset()
+            report.tf32 |= tf32_on()
+            compiled = torch.compile(ref_model, mode="reduce-overhead")
+            report.compiled_ro = stats(time_cuda(compiled, self.sets, **self._kw()))
+        except Exception as exc:
+            report.compile_ro_note = (
+                f"torch.compile(mode='reduce-overhead') failed: {type(exc).__name__}: {exc}"[:500]
+            )
+        finally:
+            compiled = None
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def _replay_mismatch(self, ref_model: Any, graph: GraphReplay) -> str | None:
+        """The replay must give eager's outputs on fresh inputs, in fresh storage, or its
+        timing would be of something else."""
+        fresh = self.inputs(self.req.seed + 2100)
+        with torch.no_grad():
+            expected = flatten(ref_model(*clone_all(fresh)))
+            got = flatten(graph(*fresh))
+            again = flatten(graph(*self.sets[1 % len(self.sets)]))
+        for k, (e, a) in enumerate(zip(expected, got, strict=False)):
+            if isinstance(e, torch.Tensor):
+                tol = tolerance(e.dtype)
+                res = compare(0, k, e, a, tol, tol)
+                if not res.passed:
+                    return f"CUDA graph replay differs from eager ({res.message}): not timed"
+        for a, b in zip(got, again, strict=False):
+            if (
+                isinstance(a, torch.Tensor)
+                and isinstance(b, torch.Tensor)
+                and a.data_ptr() == b.data_ptr()
+            ):
+                return "CUDA graph replay returned the same storage twice: not timed"
+        return None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stitch_lsp.models.verify import TimingStats, VerifyResult
+from stitch_lsp.models.verify import PrecisionReport, TimingStats, VerifyResult
+from stitch_lsp.verify.baselines import LABELS
+from stitch_lsp.verify.timeline import describe, describe_top
 
 
 def _fmt(s: TimingStats | None) -> str:
@@ -35,20 +37,47 @@ def render(result: VerifyResult) -> str:
         for t in c.trials:
             if not t.passed:
                 lines.append(f"  trial {t.index} output {t.output}: {t.message}")
+        if c.precision is not None:
+            lines.extend(precision_lines(c.precision))
     t = result.timing
     if t is not None:
         lines.append("timing (median ± std):")
-        lines.append(f"  eager      {_fmt(t.eager)}")
+        lines.append(f"  eager          {_fmt(t.eager)}")
         compiled = _fmt(t.compiled) if t.compiled else f"- ({t.compile_note or 'not timed'})"
-        lines.append(f"  compile    {compiled}")
-        lines.append(f"  candidate  {_fmt(t.candidate)}")
+        lines.append(f"  compile        {compiled}")
+        if t.graph or t.graph_note != "not requested (extra baselines off)":
+            graph = _fmt(t.graph) if t.graph else f"- ({t.graph_note or 'not timed'})"
+            ro = _fmt(t.compiled_ro) if t.compiled_ro else f"- ({t.compile_ro_note or 'not timed'})"
+            lines.append(f"  CUDA graph     {graph}")
+            lines.append(f"  compile r-o    {ro}")
+        lines.append(f"  candidate      {_fmt(t.candidate)}")
         if t.floor_ms is not None:
-            lines.append(f"  roofline floor {t.floor_ms:.4f} ms")
+            src = f" ({t.floor_source})" if t.floor_source else ""
+            lines.append(f"  roofline floor {t.floor_ms:.4f} ms{src}")
+        if t.tf32:
+            lines.append("  note: a TF32 flag was on during timing (allowTf32)")
     if result.speedup_vs_eager is not None:
         sp = f"speedup: {result.speedup_vs_eager:.3f}x vs eager"
-        if result.speedup_vs_compile is not None:
-            sp += f", {result.speedup_vs_compile:.3f}x vs torch.compile"
+        for value, label in (
+            (result.speedup_vs_compile, "torch.compile"),
+            (result.speedup_vs_graph, "CUDA graph"),
+            (result.speedup_vs_compile_ro, "reduce-overhead"),
+        ):
+            if value is not None:
+                sp += f", {value:.3f}x vs {label}"
         lines.append(sp)
+        if result.speedup_vs_best is not None and result.best_baseline:
+            best = LABELS.get(result.best_baseline, result.best_baseline)
+            lines.append(f"  vs the best baseline ({best}): {result.speedup_vs_best:.3f}x")
+    tl = result.timeline
+    if tl is not None and (tl.reference or tl.candidate):
+        lines.append("timeline (per forward, torch.profiler):")
+        for label, one in (("reference", tl.reference), ("candidate", tl.candidate)):
+            if one is not None:
+                lines.append(f"  {label:10} {describe(one)}")
+                lines.extend(f"    {k}" for k in describe_top(one))
+    if tl is not None and tl.note:
+        lines.append(f"  timeline note: {tl.note}")
     for e in result.exploits:
         lines.append(f"exploit {e.code}: {e.message}")
     for d in result.diagnostics:
@@ -58,3 +87,22 @@ def render(result: VerifyResult) -> str:
         lines.extend("  " + ln for ln in result.log_tail.strip().splitlines()[-15:])
     lines.append(f"wall: {result.wall_seconds:.1f} s")
     return "\n".join(lines)
+
+
+def precision_lines(p: PrecisionReport) -> list[str]:
+    """The float64 oracle: the trial with the largest ratio, and what was skipped."""
+    if p.note:
+        return [f"  float64 oracle: {p.note}"]
+    if not p.trials:
+        return ["  float64 oracle: no floating outputs to compare"]
+    worst = max(p.trials, key=lambda t: (t.downgrade, t.ratio or 0.0))
+    verdict = "DOWNGRADE" if worst.downgrade else "ok"
+    ratio = f"{worst.ratio:.1f}x" if worst.ratio is not None else "-"
+    lines = [
+        f"  float64 oracle ({len(p.trials)} comparisons): {verdict}; largest ratio {ratio} on "
+        f"{worst.inputs} (candidate {worst.candidate_error:.2e} = {worst.candidate_tol_units:.3g} "
+        f"tol, fp32 reference {worst.reference_error:.2e} = {worst.reference_tol_units:.3g} tol; "
+        f"flagged above {p.factor:g}x and {p.floor:g} tol)"
+    ]
+    lines.extend(f"  skipped {s}" for s in p.skipped)
+    return lines

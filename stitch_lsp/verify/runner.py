@@ -62,9 +62,11 @@ def verify(
     timeout_s: float | None = None,
     compare_compile: bool = True,
     exploit_checks: bool = True,
+    extra_baselines: bool | None = None,
 ) -> VerifyResult:
     """Verify `candidate` (its ModelNew) against `reference` (its Model). Never raises for a bad
-    candidate: every outcome is a VerifyResult with a status."""
+    candidate: every outcome is a VerifyResult with a status. `extra_baselines` None: the
+    setting decides."""
     start = time.perf_counter()
     reference = Path(reference).resolve()
     candidate = Path(candidate).resolve()
@@ -118,6 +120,7 @@ def verify(
         timing_trials=settings.timing_trials,
         allow_tf32=settings.allow_tf32,
         compare_compile=compare_compile,
+        extra_baselines=settings.extra_baselines if extra_baselines is None else extra_baselines,
         exploit_checks=exploit_checks,
     )
     python = settings.python_for_workers or sys.executable
