@@ -106,3 +106,48 @@ def precision_lines(p: PrecisionReport) -> list[str]:
     ]
     lines.extend(f"  skipped {s}" for s in p.skipped)
     return lines
+
+
+def hover_markdown(result: VerifyResult, title: str) -> str:
+    """The verify section of the hover on `class ModelNew`: columns, oracle, timelines."""
+    lines = [f"**Verifier** · {title}"]
+    t = result.timing
+    if t is not None and t.candidate is not None:
+        rows = ["| | median ms | candidate speedup |", "|---|---|---|"]
+        speed = {
+            "eager": result.speedup_vs_eager,
+            "compile": result.speedup_vs_compile,
+            "graph": result.speedup_vs_graph,
+            "compile-ro": result.speedup_vs_compile_ro,
+        }
+        cols = {
+            "eager": t.eager,
+            "compile": t.compiled,
+            "graph": t.graph,
+            "compile-ro": t.compiled_ro,
+        }
+        for key, stats in cols.items():
+            if stats is not None:
+                best = " (best)" if key == result.best_baseline else ""
+                sp = speed[key]
+                rows.append(
+                    f"| {LABELS[key]}{best} | {stats.median:.4f} | "
+                    f"{f'{sp:.2f}x' if sp is not None else '-'} |"
+                )
+        rows.append(f"| candidate | {t.candidate.median:.4f} | |")
+        lines.append("\n".join(rows))
+        from stitch_lsp.verify.baselines import missing_notes
+
+        lines.extend(f"*{n}*" for n in missing_notes(t) if "not requested" not in n)
+    c = result.correctness
+    if c is not None and c.precision is not None:
+        lines.append("\n".join(precision_lines(c.precision)).strip())
+    tl = result.timeline
+    if tl is not None:
+        for label, one in (("Reference", tl.reference), ("Candidate", tl.candidate)):
+            if one is not None:
+                top = "; ".join(describe_top(one, 2))
+                lines.append(
+                    f"{label} timeline: {describe(one)}" + (f". Top: {top}" if top else "")
+                )
+    return "\n\n".join(lines)

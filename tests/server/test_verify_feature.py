@@ -273,6 +273,13 @@ async def test_a_pass_reaches_the_lens_the_profile_store_and_the_status_bar(
     assert res["title"] == "✓ passed · 1.32x vs eager · 1.10x vs torch.compile"
     row = _row(cand, "class ModelNew")
     assert (row, res["title"], "stitch.verify", [uri]) in await _lenses(client, uri)
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=row, character=len("class M")),
+        )
+    )
+    assert hover is not None and f"**Verifier** · {res['title']}" in hover.contents.value
     done = [s for s in client.statuses if s.get("state") == "done"]
     assert done and done[-1].get("speedup") == pytest.approx(1.32)
     info = await client.workspace_execute_command_async(

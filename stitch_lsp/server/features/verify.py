@@ -33,6 +33,7 @@ from stitch_lsp.analysis.model import Analysis, range_contains
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import VerifyResult, VerifyStatus
 from stitch_lsp.server.documents import path_key, text_hash
+from stitch_lsp.verify.baselines import LABELS as BASELINE_LABELS
 
 if TYPE_CHECKING:
     from stitch_lsp.server.app import StitchServer
@@ -158,7 +159,20 @@ def register(server: StitchServer) -> None:
 
         on_save_tasks[doc.uri] = asyncio.get_running_loop().create_task(later())
 
+    def hover(doc: OpenDocument, pos: lsp.Position) -> str | None:
+        a = _analysis(doc)
+        new = a.module("ModelNew") if a is not None else None
+        if new is None or not range_contains(new.selection_range, pos.line, pos.character):
+            return None
+        entry = fresh(doc)
+        if entry is None or entry.compile_only:
+            return None
+        from stitch_lsp.verify.report import hover_markdown
+
+        return hover_markdown(entry.result, entry.title)
+
     server.register_diagnostic_source(SOURCE, diagnostics)
+    server.register_hover_provider("verify", hover)
     server.register_code_lens_provider("verify", lenses)
     server.register_code_action_provider("verify", actions)
     server.register_command(VERIFY, verify_command, executes_code=True)
@@ -196,7 +210,14 @@ async def start_verify(
     compile_only = not ls.jobs.devices
     settings = ls.settings
     relevant = settings.model_dump(
-        include={"trials", "timing_trials", "allow_tf32", "verify_timeout_s", "python_for_workers"}
+        include={
+            "trials",
+            "timing_trials",
+            "allow_tf32",
+            "extra_baselines",
+            "verify_timeout_s",
+            "python_for_workers",
+        }
     )
 
     async def run(ctx: JobContext) -> VerifyResult:
@@ -301,6 +322,12 @@ def result_title(result: VerifyResult) -> str:
             title += f" · {result.speedup_vs_eager:.2f}x vs eager"
         if result.speedup_vs_compile is not None:
             title += f" · {result.speedup_vs_compile:.2f}x vs torch.compile"
+        if result.speedup_vs_best is not None and result.best_baseline not in (None, "eager"):
+            best = BASELINE_LABELS.get(result.best_baseline or "", result.best_baseline)
+            title += f" · {result.speedup_vs_best:.2f}x vs best ({best})"
+        tl = result.timeline.candidate if result.timeline else None
+        if tl is not None:
+            title += f" · {tl.kernels:g} kernels, GPU {tl.busy_fraction:.0%} busy"
         return title
     if s is VerifyStatus.compile_error:
         n = sum(
