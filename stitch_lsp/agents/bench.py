@@ -27,9 +27,18 @@ class BenchRow(BaseModel):
     status: str = ""
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_graph: float | None = None
+    speedup_vs_compile_ro: float | None = None
+    speedup_vs_best: float | None = Field(None, description="Against the fastest baseline.")
+    best_baseline: str | None = Field(None, description="eager, graph, compile or compile-ro.")
     eager_ms: float | None = None
     compile_ms: float | None = None
+    graph_ms: float | None = Field(None, description="The reference under a CUDA graph.")
+    compile_ro_ms: float | None = Field(None, description="torch.compile reduce-overhead.")
     candidate_ms: float | None = None
+    baseline_notes: list[str] = Field(
+        default_factory=list, description="Why a baseline column could not be measured."
+    )
     reason: str = ""
     candidate: str | None = None
     device: str | None = None
@@ -50,6 +59,18 @@ class BenchSummary(BaseModel):
     geomean_vs_compile: float | None = None
     geomean_compile_vs_eager: float | None = Field(
         None, description="torch.compile against eager on the same problems."
+    )
+    geomean_vs_graph: float | None = None
+    geomean_vs_compile_ro: float | None = None
+    geomean_vs_best: float | None = Field(
+        None, description="Against each problem's fastest baseline, over correct problems."
+    )
+    below_best: int = Field(0, description="Correct problems slower than their best baseline.")
+    geomean_graph_vs_eager: float | None = Field(
+        None, description="The CUDA-graph baseline against eager on the same problems."
+    )
+    geomean_best_vs_eager: float | None = Field(
+        None, description="The best baseline against eager on the same problems."
     )
 
 
@@ -88,6 +109,12 @@ def summarise(rows: Sequence[BenchRow]) -> BenchSummary:
     handled = sum(r.handled for r in rows)
     correct = [r for r in rows if r.correct]
     compile_vs_eager = [r.eager_ms / r.compile_ms for r in correct if r.eager_ms and r.compile_ms]
+    graph_vs_eager = [r.eager_ms / r.graph_ms for r in correct if r.eager_ms and r.graph_ms]
+    best_vs_eager = [
+        r.speedup_vs_eager / r.speedup_vs_best
+        for r in correct
+        if r.speedup_vs_eager and r.speedup_vs_best
+    ]
     return BenchSummary(
         problems=n,
         handled=handled,
@@ -99,6 +126,14 @@ def summarise(rows: Sequence[BenchRow]) -> BenchSummary:
         geomean_vs_eager=_geomean([r.speedup_vs_eager or 0 for r in correct]),
         geomean_vs_compile=_geomean([r.speedup_vs_compile or 0 for r in correct]),
         geomean_compile_vs_eager=_geomean(compile_vs_eager),
+        geomean_vs_graph=_geomean([r.speedup_vs_graph or 0 for r in correct]),
+        geomean_vs_compile_ro=_geomean([r.speedup_vs_compile_ro or 0 for r in correct]),
+        geomean_vs_best=_geomean([r.speedup_vs_best or 0 for r in correct]),
+        below_best=sum(
+            1 for r in correct if r.speedup_vs_best is not None and r.speedup_vs_best < 1.0
+        ),
+        geomean_graph_vs_eager=_geomean(graph_vs_eager),
+        geomean_best_vs_eager=_geomean(best_vs_eager),
     )
 
 
@@ -115,13 +150,13 @@ def markdown(report: BenchReport) -> str:
         + (f" ({report.gpu_name})" if report.gpu_name else "")
         + f", {report.date}",
         "",
-        "| problem | handled | correct | vs eager | vs torch.compile | eager ms | candidate ms "
-        "| note |",
-        "|---|---|---|---|---|---|---|---|",
+        "| problem | handled | correct | vs eager | vs torch.compile | vs CUDA graph "
+        "| vs compile r-o | vs best | eager ms | candidate ms | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.rows:
-        note = (r.reason or (r.status if not r.correct else "")).replace("|", "/")
-        note = note.splitlines()[0][:120] if note else ""
+        note = r.reason or (r.status if not r.correct else "") or "; ".join(r.baseline_notes)
+        note = note.replace("|", "/").splitlines()[0][:120] if note else ""
         # A candidate that could not be run (out of memory, a fault, a timeout) is not shown
         # as wrong: the column says what happened. All of them count against correctness.
         verdict = "yes" if r.correct else ("no" if r.status in ("incorrect", "exploit") else "")
@@ -129,6 +164,7 @@ def markdown(report: BenchReport) -> str:
         lines.append(
             f"| {r.problem} | {'yes' if r.handled else 'no'} | {verdict} "
             f"| {_fmt(r.speedup_vs_eager)} | {_fmt(r.speedup_vs_compile)} "
+            f"| {_fmt(r.speedup_vs_graph)} | {_fmt(r.speedup_vs_compile_ro)} | {_best(r)} "
             f"| {_fmt(r.eager_ms, '')} | {_fmt(r.candidate_ms, '')} | {note} |"
         )
     lines += [
@@ -139,9 +175,26 @@ def markdown(report: BenchReport) -> str:
         f"- geometric-mean speedup over correct problems: vs eager {_fmt(s.geomean_vs_eager)}, "
         f"vs torch.compile {_fmt(s.geomean_vs_compile)} "
         f"(torch.compile vs eager on them: {_fmt(s.geomean_compile_vs_eager)})",
-        "",
     ]
+    if s.geomean_vs_best is not None:
+        lines += [
+            f"- vs CUDA graph {_fmt(s.geomean_vs_graph)}, vs torch.compile reduce-overhead "
+            f"{_fmt(s.geomean_vs_compile_ro)}, vs the best of eager / graph / compile / "
+            f"reduce-overhead per problem {_fmt(s.geomean_vs_best)} ({s.below_best} correct "
+            f"problem(s) below 1.0x of their best); on the same problems the CUDA graph is "
+            f"{_fmt(s.geomean_graph_vs_eager)} and the best baseline "
+            f"{_fmt(s.geomean_best_vs_eager)} against eager",
+        ]
+    lines.append("")
     return "\n".join(lines)
+
+
+def _best(r: BenchRow) -> str:
+    if r.speedup_vs_best is None:
+        return "-"
+    from stitch_lsp.verify.baselines import LABELS
+
+    return f"{r.speedup_vs_best:.3f}x ({LABELS.get(r.best_baseline or '', r.best_baseline)})"
 
 
 def _row_from_verify(row: BenchRow, result: object) -> None:
@@ -154,11 +207,21 @@ def _row_from_verify(row: BenchRow, result: object) -> None:
     row.gpu_name = result.gpu_name
     row.speedup_vs_eager = result.speedup_vs_eager
     row.speedup_vs_compile = result.speedup_vs_compile
+    row.speedup_vs_graph = result.speedup_vs_graph
+    row.speedup_vs_compile_ro = result.speedup_vs_compile_ro
+    row.speedup_vs_best = result.speedup_vs_best
+    row.best_baseline = result.best_baseline
     t = result.timing
     if t is not None:
-        row.eager_ms = t.eager.mean if t.eager else None
-        row.compile_ms = t.compiled.mean if t.compiled else None
-        row.candidate_ms = t.candidate.mean if t.candidate else None
+        from stitch_lsp.verify.baselines import missing_notes
+
+        # Medians, as the speedups are.
+        row.eager_ms = t.eager.median if t.eager else None
+        row.compile_ms = t.compiled.median if t.compiled else None
+        row.graph_ms = t.graph.median if t.graph else None
+        row.compile_ro_ms = t.compiled_ro.median if t.compiled_ro else None
+        row.candidate_ms = t.candidate.median if t.candidate else None
+        row.baseline_notes = missing_notes(t)
     if not row.correct:
         row.reason = result.message or row.status
     row.verify_s = result.wall_seconds
@@ -175,10 +238,12 @@ def run_bench(
     on_verified: Callable[[BenchRow], None] | None = None,
     on_rows: Callable[[list[BenchRow]], None] | None = None,
     cancel: threading.Event | None = None,
+    extra_baselines: bool = True,
 ) -> list[BenchRow]:
     """Generate every candidate, then verify them across `devices` (one job per GPU).
 
     `on_rows` sees every row after each verification, so a caller can save partial results.
+    `extra_baselines`: also time the CUDA-graph and reduce-overhead columns.
     """
     from stitch_lsp.verify import DevicePool, verify
 
@@ -218,7 +283,9 @@ def run_bench(
         if cancel is not None and cancel.is_set():
             row.status = "cancelled"
             return
-        result = verify(f, Path(row.candidate or ""), settings, device=device)
+        result = verify(
+            f, Path(row.candidate or ""), settings, device=device, extra_baselines=extra_baselines
+        )
         _row_from_verify(row, result)
         with lock:
             if on_verified:

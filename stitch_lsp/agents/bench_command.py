@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", help="write the table as Markdown here (default: JSON's .md)")
     p.add_argument("--out", help="folder for the candidates (default: .stitch/bench/<coder>)")
     p.add_argument("--devices", help="GPUs to use, e.g. cuda:0,cuda:1 (default: every visible)")
+    p.add_argument(
+        "--no-extra-baselines",
+        action="store_true",
+        help="time only eager and torch.compile (skip the CUDA-graph and reduce-overhead columns)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -99,6 +104,7 @@ def _run(args: argparse.Namespace) -> int:
             on_generated=generated,
             on_verified=verified,
             on_rows=save_partial,
+            extra_baselines=not args.no_extra_baselines,
         )
     report = report_of(rows)
     _print_table(report)
@@ -163,6 +169,13 @@ def _print_table(report: BenchReport) -> None:
         f"fast_0 {s.fast_0:.0%}, fast_1 {s.fast_1:.0%}, geomean vs eager {ge}, "
         f"vs torch.compile {gc}"
     )
+    if s.geomean_vs_best is not None:
+        gg = f"{s.geomean_vs_graph:.3f}x" if s.geomean_vs_graph else "-"
+        gr = f"{s.geomean_vs_compile_ro:.3f}x" if s.geomean_vs_compile_ro else "-"
+        line += (
+            f", vs CUDA graph {gg}, vs reduce-overhead {gr}, vs best {s.geomean_vs_best:.3f}x "
+            f"({s.below_best} below 1.0x)"
+        )
     try:
         from rich.console import Console
         from rich.table import Table
@@ -170,18 +183,29 @@ def _print_table(report: BenchReport) -> None:
         print(markdown(report))
         return
     table = Table(title=f"stitch-lsp bench ({report.coder})")
-    for col in ("problem", "handled", "correct", "vs eager", "vs compile", "note"):
+    extra = any(r.speedup_vs_best is not None for r in report.rows)
+    cols = ["problem", "handled", "correct", "vs eager", "vs compile"]
+    cols += ["vs graph", "vs compile r-o", "vs best"] if extra else []
+    for col in [*cols, "note"]:
         table.add_column(col)
+
+    def x(v: float | None) -> str:
+        return f"{v:.3f}x" if v else "-"
+
     for r in report.rows:
-        note = (r.reason or "").splitlines()[0][:60] if r.reason else ""
-        table.add_row(
+        note = r.reason or "; ".join(r.baseline_notes)
+        note = note.splitlines()[0][:60] if note else ""
+        cells = [
             r.problem,
             "yes" if r.handled else "no",
             "yes" if r.correct else ("-" if not r.handled else "no"),
-            f"{r.speedup_vs_eager:.3f}x" if r.speedup_vs_eager else "-",
-            f"{r.speedup_vs_compile:.3f}x" if r.speedup_vs_compile else "-",
-            note,
-        )
+            x(r.speedup_vs_eager),
+            x(r.speedup_vs_compile),
+        ]
+        if extra:
+            best = f"{x(r.speedup_vs_best)} ({r.best_baseline})" if r.speedup_vs_best else "-"
+            cells += [x(r.speedup_vs_graph), x(r.speedup_vs_compile_ro), best]
+        table.add_row(*cells, note)
     console = Console()
     console.print(table)
     console.print(line)

@@ -111,3 +111,54 @@ def test_markdown_says_why_a_candidate_was_not_correct() -> None:
     assert "| wrong | yes | no |" in text
     assert "| oom | yes | runtime error |" in text
     assert summary.correct == 1 and summary.handled == 3  # a run that failed still counts
+
+
+def test_baseline_columns_and_best_of_four() -> None:
+    from stitch_lsp.agents.bench import BenchReport, _row_from_verify
+    from stitch_lsp.models.verify import TimingReport, TimingStats, VerifyResult, VerifyStatus
+    from stitch_lsp.verify.baselines import apply_speedups
+
+    def ms(v: float) -> TimingStats:
+        return TimingStats(median=v, mean=v + 1, std=0.0, min=v, max=v, n=5)
+
+    def verified(name: str, timing: TimingReport) -> BenchRow:
+        result = VerifyResult(status=VerifyStatus.passed, timing=timing, wall_seconds=3.0)
+        apply_speedups(result)
+        row = BenchRow(problem=name, handled=True)
+        _row_from_verify(row, result)
+        return row
+
+    # a: the graph is the best baseline and the candidate beats it; b: graph capture failed and
+    # eager is best; the candidate is slower than it.
+    a = verified(
+        "a",
+        TimingReport(
+            eager=ms(4.0), compiled=ms(3.0), graph=ms(2.0), compiled_ro=ms(2.5), candidate=ms(1.0)
+        ),
+    )
+    b = verified(
+        "b",
+        TimingReport(
+            eager=ms(1.0),
+            compiled=ms(1.6),
+            candidate=ms(1.25),
+            graph_note="CUDA graph capture failed: RuntimeError: cudaErrorStreamCaptureUnsupported",
+            compile_ro_note="not requested (extra baselines off)",
+        ),
+    )
+    assert (a.best_baseline, a.speedup_vs_best, a.graph_ms, a.eager_ms) == ("graph", 2.0, 2.0, 4.0)
+    assert b.best_baseline == "eager" and b.speedup_vs_graph is None
+    assert b.baseline_notes[0].startswith("CUDA graph: CUDA graph capture failed")
+    s = summarise([a, b])
+    assert math.isclose(s.geomean_vs_best or 0, math.sqrt(2.0 * 0.8))
+    assert s.below_best == 1
+    assert math.isclose(s.geomean_vs_graph or 0, 2.0)  # over the problems that have the column
+    assert math.isclose(s.geomean_graph_vs_eager or 0, 2.0)
+    assert math.isclose(s.geomean_best_vs_eager or 0, math.sqrt(2.0 * 1.0))
+    text = markdown(
+        BenchReport(folder="f", coder="builtin", devices=[], date="d", rows=[a, b], summary=s)
+    )
+    assert "| a | yes | yes | 4.000x | 3.000x | 2.000x | 2.500x | 2.000x (CUDA graph) |" in text
+    assert "| b | yes | yes | 0.800x | 1.280x | - | - | 0.800x (eager) |" in text
+    assert "CUDA graph capture failed" in text
+    assert "(1 correct problem(s) below 1.0x of their best)" in text
