@@ -71,8 +71,14 @@ def format_feedback(verdict: Verdict) -> str:
             timing += f" (speedup {verdict.speedup:.2f}x"
             if verdict.speedup_vs_compile is not None:
                 timing += f"; {verdict.speedup_vs_compile:.2f}x vs torch.compile"
+            if verdict.speedup_vs_best is not None and verdict.best_baseline not in (None, "eager"):
+                timing += f"; {verdict.speedup_vs_best:.2f}x vs the best baseline"
+                timing += f" ({verdict.best_baseline})"
             timing += ")"
         lines.append(timing)
+    if verdict.timeline:
+        lines.append("Timeline per forward (torch.profiler):")
+        lines.extend(verdict.timeline.splitlines())
     if verdict.profile_summary:
         lines.append(f"Profile: {verdict.profile_summary}")
     lines += [f"- profiler: {h}" for h in verdict.profile_hints[:8]]

@@ -219,6 +219,13 @@ def describe_analysis(analysis: ReferenceAnalysis, limit: int = 25) -> str:
     lines += [
         f"kernel {k.name[:80]}: {k.device_ms:.3f} ms x{k.calls}" for k in analysis.kernels[:5]
     ]
+    if analysis.timeline is not None:
+        from stitch_lsp.verify.timeline import advice, describe
+
+        lines.append(f"timeline per forward: {describe(analysis.timeline)}")
+        hint = advice(analysis.timeline)
+        if hint:
+            lines.append(f"timeline: {hint}")
     lines += [f"note: {n}" for n in analysis.notes]
     return "\n".join(lines)
 

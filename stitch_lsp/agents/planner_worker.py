@@ -332,6 +332,20 @@ def _profile(ns: dict[str, Any], gm: Any, analysis: ReferenceAnalysis) -> None:
                 KernelTime(name=evt.key[:200], device_ms=device_us / 3e3, calls=evt.count // 3)
             )
     analysis.kernels = sorted(kernels, key=lambda k: -k.device_ms)[:10]
+    _timeline(model, inputs, analysis)
+
+
+def _timeline(model: Any, inputs: list[Any], analysis: ReferenceAnalysis) -> None:
+    """The system-level view (kernel count, busy fraction, gaps, host time) the Verifier also
+    records, from a few more forwards outside the timed ones."""
+    from stitch_lsp.verify import activity
+    from stitch_lsp.verify.timeline import RecordingError, summarise
+
+    try:
+        calls = activity.record(model, inputs, calls=3)
+        analysis.timeline = summarise(calls, activity.host_ms(model, inputs))
+    except (RecordingError, RuntimeError, AttributeError) as exc:
+        analysis.notes.append(f"no timeline: {type(exc).__name__}: {exc}"[:300])
 
 
 def _time_nodes(gm: Any, model: Any, inputs: list[Any], analysis: ReferenceAnalysis) -> None:

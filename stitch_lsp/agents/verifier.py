@@ -88,8 +88,32 @@ def to_verdict(result: object, *, compile_only: bool) -> Verdict:
         speedup_vs_compile=getattr(result, "speedup_vs_compile", None),
         eager_ms=timing.eager.median if timing and timing.eager else None,
         candidate_ms=timing.candidate.median if timing and timing.candidate else None,
+        speedup_vs_best=getattr(result, "speedup_vs_best", None),
+        best_baseline=getattr(result, "best_baseline", None),
+        timeline=describe_timelines(getattr(result, "timeline", None)),
         compile_s=build.seconds if build else None,
     )
+
+
+def describe_timelines(report: object) -> str | None:
+    """The candidate's and the reference's timelines as the Coder reads them."""
+    from stitch_lsp.verify.timeline import advice, describe, describe_top
+
+    if report is None:
+        return None
+    lines = []
+    for label, t in (
+        ("yours", getattr(report, "candidate", None)),
+        ("reference", getattr(report, "reference", None)),
+    ):
+        if t is None:
+            continue
+        lines.append(f"{label}: {describe(t)}")
+        lines += [f"  {k}" for k in describe_top(t)]
+        hint = advice(t)
+        if hint and label == "yours":
+            lines.append(f"  -> {hint}")
+    return "\n".join(lines) or None
 
 
 def profile_candidate(path: Path, settings: Settings) -> tuple[str | None, list[str]]:

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from stitch_lsp.models.findings import Finding
+from stitch_lsp.models.verify import Timeline
 
 
 class CoderStage(str, Enum):
@@ -82,6 +83,9 @@ class ReferenceAnalysis(BaseModel):
     hardware: HardwareSpec
     eager_ms: float | None = None
     kernels: list[KernelTime] = Field(default_factory=list)
+    timeline: Timeline | None = Field(
+        None, description="What the GPU does during one forward of the reference (profiled)."
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -145,6 +149,13 @@ class Verdict(BaseModel):
     speedup_vs_compile: float | None = None
     eager_ms: float | None = None
     candidate_ms: float | None = None
+    speedup_vs_best: float | None = Field(
+        None, description="Against the fastest baseline timed (eager, CUDA graph, compile, ...)."
+    )
+    best_baseline: str | None = None
+    timeline: str | None = Field(
+        None, description="The candidate's and the reference's per-forward timelines, as text."
+    )
     compile_s: float | None = None
     profile_hints: list[str] = Field(default_factory=list)
     profile_summary: str | None = None

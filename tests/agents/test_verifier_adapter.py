@@ -85,3 +85,55 @@ def test_profiler_borrows_the_reference_inputs(tmp_path: Path):
     assert ns["get_inputs"]() == [1] and ns["get_init_inputs"]() == [2]
     own = cand + "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n"
     assert with_reference_inputs(own, ref) == own
+
+
+def test_timeline_and_best_baseline_reach_the_optimize_prompt_and_the_planner():
+    from stitch_lsp.agents.coder import CoderRequest, build_messages
+    from stitch_lsp.agents.planner import describe_analysis, fallback_analysis, plan_from_analysis
+    from stitch_lsp.models.agents import Attempt, CoderStage
+    from stitch_lsp.models.verify import KernelShare, Timeline, TimelineReport
+
+    def tl(kernels: float, busy: float) -> Timeline:
+        return Timeline(
+            forwards=3,
+            kernels=kernels,
+            window_ms=2.0,
+            busy_ms=2.0 * busy,
+            busy_fraction=busy,
+            gaps=kernels,
+            gap_ms=2.0 * (1 - busy),
+            max_gap_ms=0.05,
+            host_ms=1.9,
+            top=[KernelShare(name="lstm_cell", ms=0.5, calls=kernels, share=0.4)],
+        )
+
+    passed = VerifyResult(
+        status=VerifyStatus.passed,
+        timing=TimingReport(eager=_stats(4.0), graph=_stats(1.5), candidate=_stats(2.0)),
+        speedup_vs_eager=2.0,
+        speedup_vs_best=0.75,
+        best_baseline="graph",
+        timeline=TimelineReport(candidate=tl(40, 0.3), reference=tl(120, 0.2)),
+    )
+    v = to_verdict(passed, compile_only=False)
+    feedback = format_feedback(v)
+    assert "0.75x vs the best baseline (graph)" in feedback
+    assert "Timeline per forward (torch.profiler):" in feedback
+    assert "yours: 40 kernels, GPU busy 30% of 2.000 ms" in feedback
+    assert "reference: 120 kernels" in feedback
+    assert "launch and host overhead dominate" in feedback
+    analysis = fallback_analysis("test")
+    analysis.timeline = tl(120, 0.2)
+    text = describe_analysis(analysis)
+    assert "timeline per forward: 120 kernels, GPU busy 20%" in text
+    attempt = Attempt(index=1, stage=CoderStage.draft, coder="llm", code="x = 1", verdict=v)
+    req = CoderRequest(
+        stage=CoderStage.optimize_performance,
+        attempt=2,
+        reference_name="ref.py",
+        reference="class Model: ...",
+        plan=plan_from_analysis(analysis),
+        previous=attempt,
+    )
+    user = build_messages(req)[1]["content"]
+    assert "yours: 40 kernels" in user and "The timeline says where end-to-end time goes" in user
