@@ -141,6 +141,9 @@ def test_wrong_kernel_is_located(results: dict[str, Any]) -> None:
     assert bad.unwritten == 8192  # the skipped column still holds the NaN poison
     assert bad.mismatches == 8192
     assert any(d.code == "stitch.incorrect" for d in res.diagnostics)
+    # A miss carries both distances from float64 (here the candidate's is NaN: unwritten).
+    assert bad.reference_error_fp64 is not None and bad.reference_error_fp64 < 1e-5
+    assert "the fp32 reference itself is" in bad.message
 
 
 def test_illegal_address_is_contained(results: dict[str, Any]) -> None:
@@ -179,7 +182,9 @@ def test_fp16_downcast_is_caught(results: dict[str, Any]) -> None:
     res: VerifyResult = results["downcast"]
     assert res.correctness and res.correctness.passed  # it passes the tolerance...
     assert res.status is VerifyStatus.exploit  # ...but not the float64 comparison
-    assert "stitch.exploit.precision-downcast" in _codes(res)
+    assert "stitch.exploit.precision" in _codes(res)
+    down = [t for t in res.correctness.precision.trials if t.downgrade]
+    assert down and all(t.inputs != "get_inputs" for t in down)
 
 
 def test_constant_output_is_caught(results: dict[str, Any]) -> None:
@@ -234,7 +239,8 @@ def test_load_error_points_into_the_cu_file(results: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- in-process checks
 
 
-def test_stream_check_in_process() -> None:
+def test_host_clock_stream_check_in_process() -> None:
+    """The fallback used when no device activity can be recorded."""
     import torch
 
     from stitch_lsp.verify.exploits import check_stream

@@ -74,7 +74,7 @@ def test_split_and_summarise_a_recording() -> None:
 def test_markers_must_pair_up() -> None:
     with pytest.raises(RecordingError, match="expected 4 marker kernels, found 2"):
         split_calls(forward(0), 2)
-    forged = forward(0) + [marker(50)]  # the code under test launched the marker kernel
+    forged = [*forward(0), marker(50)]  # the code under test launched the marker kernel
     with pytest.raises(RecordingError):
         split_calls(forged, 1)
     with pytest.raises(RecordingError):
@@ -101,9 +101,8 @@ def test_a_single_late_record_is_not_enough() -> None:
 
 
 def test_short_names() -> None:
-    assert short_name(
-        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int, float*)"
-    ) == ("at::native::vectorized_elementwise_kernel")
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >"
+    assert short_name(fill + "(int, float*)") == "at::native::vectorized_elementwise_kernel"
     assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
     assert short_name("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32") == (
         "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"
