@@ -210,6 +210,13 @@ def main() -> int:
         f"{sum(bool(r['flagged']) for r in honest)} of {len(honest)}; largest honest ratio "
         f"{max(float(r['ratio']) for r in honest):.1f}"
     )
+    moved = [r for r in honest if r["inputs"] != "get_inputs"]
+    inside = [r for r in honest if r["inputs"] == "get_inputs"]
+    print(
+        f"  largest honest ratio on the transforms {max(float(r['ratio']) for r in moved):.1f}; "
+        f"on get_inputs {max(float(r['ratio']) for r in inside):.1f}, at most "
+        f"{max(float(r['candidate_units']) for r in inside):.2f} tolerance units"
+    )
     best: dict[tuple[object, ...], float] = {}
     caught: dict[tuple[object, ...], bool] = {}
     for r in judged:
