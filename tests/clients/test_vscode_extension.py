@@ -50,6 +50,10 @@ def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[st
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fresh = tmp_path_factory.mktemp("vscode") / "client-vscode"
     shutil.copytree(CLIENT, fresh, ignore=shutil.ignore_patterns("node_modules", "out", "*.vsix"))
+    # The e2e test reads the ncu report from the repository beside client-vscode/.
+    ncu = fresh.parent / "tests" / "fixtures" / "ncu"
+    ncu.mkdir(parents=True)
+    shutil.copy2(REPO / "tests" / "fixtures" / "ncu" / "relu_bias_full.ncu-rep", ncu)
     npm(fresh, "ci", "--no-audit", "--no-fund", timeout=600)
     return fresh
 
