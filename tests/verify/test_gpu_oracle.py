@@ -70,7 +70,7 @@ def test_tf32_gemm_passes_the_tolerance_but_is_a_precision_exploit(results) -> N
     assert res.status is VerifyStatus.exploit, res.message
     assert "stitch.exploit.precision" in codes(res)
     finding = next(e for e in res.exploits if e.code == "stitch.exploit.precision")
-    assert "float64" in finding.message and "fp32 reference itself" in finding.message
+    assert "float64" in finding.message and "the reference itself" in finding.message
     assert float(finding.evidence["err_candidate"]) > 100 * float(finding.evidence["err_reference"])
     p = res.correctness.precision
     assert p is not None and p.note is None and not p.skipped
@@ -86,7 +86,7 @@ def test_honest_fp32_in_another_order_passes(results, name: str) -> None:
     # Another summation order: not bitwise equal to the reference, and about as accurate.
     assert any(t.candidate_error > 0 for t in p.trials)
     transformed = [t for t in p.trials if t.inputs != "get_inputs"]
-    assert max(t.ratio or 0.0 for t in transformed) < p.factor / 4, p
+    assert max(t.ratio or 0.0 for t in transformed) < p.factor / 2, p  # headroom
 
 
 def test_extra_baselines_are_measured_with_tf32_off(results) -> None:
