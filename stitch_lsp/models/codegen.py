@@ -10,13 +10,16 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-GroupKind = Literal["pointwise", "reduction", "gemm", "conv"]
+GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn"]
 
 
 class FusionGroup(BaseModel):
     """One kernel or library call of a generated candidate and the reference ops it covers."""
 
     name: str = Field(description="Launcher name in the generated CUDA, or the PyTorch call.")
+    stage: int = Field(
+        0, description="Position in the generated forward ('# stage N' in the candidate)."
+    )
     kind: GroupKind
     ops: list[str] = Field(description="Reference ops fused here, in order, e.g. 'relu (line 12)'.")
     library: str | None = Field(None, description="cuBLAS / cuDNN (through PyTorch) for heavy ops.")

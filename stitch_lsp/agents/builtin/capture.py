@@ -24,6 +24,8 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 from stitch_lsp.agents.builtin.ir import Const, Graph, Operand, Shape, Unsupported, Use
+from stitch_lsp.agents.builtin.recurrent import index_result
+from stitch_lsp.agents.builtin.recurrent_capture import capture_factory, capture_recurrent
 
 _LINE = re.compile(r'File "[^"]*", line (\d+), in forward')
 
@@ -61,9 +63,11 @@ def trace_problem(path: Path) -> tuple[torch.fx.GraphModule, list[Any]]:
             raise Unsupported(
                 f"building the model on the meta device failed: {type(exc).__name__}: {exc}"
             ) from exc
+    defaulted = _defaulted_args(model, len(inputs))
     try:
-        graph = _Tracer().trace(model)
+        graph = _Tracer().trace(model, concrete_args=defaulted)
         gm = torch.fx.GraphModule(model, graph)
+        gm.meta["stitch_defaulted"] = defaulted or {}
     except Exception as exc:
         raise Unsupported(f"torch.fx could not trace forward: {type(exc).__name__}: {exc}") from exc
     try:
@@ -71,6 +75,20 @@ def trace_problem(path: Path) -> tuple[torch.fx.GraphModule, list[Any]]:
     except Exception as exc:
         raise Unsupported(f"shape propagation failed: {type(exc).__name__}: {exc}") from exc
     return gm, inputs
+
+
+def _defaulted_args(model: nn.Module, given: int) -> dict[str, Any] | None:
+    """forward's parameters that get_inputs() does not fill, at their defaults (`h0=None`), so
+    `if h0 is None:` takes the branch the reference really runs."""
+    import inspect
+
+    params = list(inspect.signature(model.forward).parameters.values())[given:]
+    return {
+        p.name: p.default
+        for p in params
+        if p.default is not inspect.Parameter.empty
+        and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    } or None
 
 
 def capture(path: Path) -> Graph:
@@ -233,6 +251,7 @@ class _Converter:
 
     # -- helpers -----------------------------------------------------------------------------
     def run(self) -> Graph:
+        self.g.defaulted = dict(self.gm.meta.get("stitch_defaulted", {}))
         for node in self.gm.graph.nodes:
             self.node = node
             if node.op == "output":
@@ -345,6 +364,8 @@ class _Converter:
 
     def _placeholder(self, n: torch.fx.Node) -> Any:
         idx = len(self.g.input_names)
+        if idx >= len(self.inputs) and n.args:
+            return n.args[0]  # a parameter left at its default (see _defaulted_args)
         self.g.input_names.append(str(n.target))
         value = self.inputs[idx] if idx < len(self.inputs) else None
         if not isinstance(value, torch.Tensor):
@@ -370,6 +391,9 @@ class _Converter:
                 raise Unsupported(f"{_desc(n)}: the indices of max/min are not supported")
             if isinstance(base, (tuple, list, torch.Size)):
                 return base[idx]
+            picked = index_result(self.g, base, idx) if isinstance(base, Use) else None
+            if picked is not None:
+                return picked
             raise Unsupported(f"{_desc(n)}: indexing a tensor is not supported")
         if f is getattr:
             base = self._val(n.args[0])
@@ -381,7 +405,14 @@ class _Converter:
                     return self._transpose(base)
                 if attr == "ndim":
                     return len(base.shape)
+                if attr == "device":
+                    return "device"  # every value lives on the inputs' device
             raise Unsupported(f"{_desc(n)}: attribute {attr!r} is not supported")
+        if f is torch.fx._symbolic_trace._assert_is_none:
+            return None
+        made = capture_factory(self, n)
+        if made is not None:
+            return made
         if f in _UNARY_FUNCS:
             return self._ew(_UNARY_FUNCS[f], [self._operand(n.args[0])])
         if f in _BINARY:
@@ -607,6 +638,9 @@ class _Converter:
             )
         if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
             return self._global_avg(n, x, mod.output_size)
+        found = capture_recurrent(self, n, mod, path)
+        if found is not None:
+            return found
         raise Unsupported(f"{_desc(n)} ({t.__name__}) is not supported by the builtin coder")
 
     # -- op families ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.agents.builtin.partition import Group
+from stitch_lsp.agents.builtin.recurrent import RNN_PREAMBLE, outputs_needed, rnn_launcher
 from stitch_lsp.agents.builtin.templates import (
     CUBLAS_PREAMBLE,
     CUBLASLT_PREAMBLE,
@@ -275,7 +276,7 @@ class Codegen:
         self.groups = groups
         self.owner = {n.vid: g for g in groups for n in g.nodes}
         self.kernels: list[GroupKernel] = []
-        self.uses_cublas = any(g.kind == "gemm" for g in groups)
+        self.uses_cublas = any(g.kind in ("gemm", "rnn") for g in groups)
         self.ws_bytes: dict[int, int] = {}  # gid -> workspace bytes of split reductions
 
     def shape(self, vid: int) -> Shape:
@@ -832,11 +833,8 @@ class Codegen:
             [
                 f"{what} on cuBLAS, FP32 compute",
                 f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
-                "  cublasHandle_t h = stitch_cublas();",
+                "  cublasHandle_t h = stitch_cublas_on(stream);  // capture-safe: see the preamble",
                 "  if (h == nullptr) return STITCH_CUBLAS_ERROR;",
-                "  if (cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS) {",
-                "    return STITCH_CUBLAS_ERROR;",
-                "  }",
                 "  const float alpha = 1.f, beta = 0.f;",
                 f"  const cublasStatus_t st = {call};",
                 "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
@@ -845,6 +843,17 @@ class Codegen:
             ]
         )
         return GroupKernel(g, g.name, args, src, node.origin)
+
+    # -- recurrent modules ---------------------------------------------------------------------
+    def rnn(self, g: Group) -> GroupKernel:
+        """One launcher for a whole nn.RNN/LSTM/GRU call (see recurrent.py)."""
+        rnn = g.nodes[0]
+        outs = outputs_needed(self.graph, rnn, set(g.outputs))
+        launch = rnn_launcher(rnn, outs, g.name)
+        args = [Arg(f"in{k}", vid, "const float*", "in") for k, vid in enumerate(launch.inputs)]
+        args += [Arg(f"out{k}", vid, "float*", "out") for k, vid in enumerate(launch.outputs)]
+        args.append(Arg("ws", -1, "unsigned char*", "ws", launch.ws_bytes))
+        return GroupKernel(g, g.name, args, launch.source, launch.comment)
 
     def cuda_source(self, with_gemm: bool = True) -> str:
         """The whole CUDA file. `with_gemm=False` leaves out the cuBLAS launchers, for compile
@@ -857,11 +866,15 @@ class Codegen:
             parts.append(CUBLAS_PREAMBLE)
             if any(len(g.nodes[0].uses) > 2 for g in self.groups if g.kind == "gemm"):
                 parts.append(CUBLASLT_PREAMBLE)
+        if any(g.kind == "rnn" for g in self.groups) and with_gemm:
+            parts.append(RNN_PREAMBLE)
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
                 k = self.kernel(g)
             elif g.kind == "gemm" and with_gemm:
                 k = self.gemm(g)
+            elif g.kind == "rnn" and with_gemm:
+                k = self.rnn(g)
             else:
                 continue
             self.kernels.append(k)

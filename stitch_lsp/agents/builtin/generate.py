@@ -13,10 +13,14 @@ from stitch_lsp.agents.builtin.pysource import candidate_source
 from stitch_lsp.models.codegen import BuiltinCandidate, FusionGroup
 
 
-def _fusion_group(g: Group, launcher: str | None) -> FusionGroup:
+def _fusion_group(stage: int, g: Group, launcher: str | None) -> FusionGroup:
     ops = [n.origin or n.fn for n in g.nodes + g.sinks]
     lines = sorted({n.line for n in g.nodes + g.sinks if n.line is not None})
-    library = {"gemm": "cuBLAS (FP32 compute)", "conv": "cuDNN through PyTorch"}.get(g.kind)
+    library = {
+        "gemm": "cuBLAS (FP32 compute)",
+        "conv": "cuDNN through PyTorch",
+        "rnn": "cuBLAS GEMMs (FP32 compute) + one fused gate kernel per time step",
+    }.get(g.kind)
     epilogue = str(g.nodes[0].params.get("epilogue", "")) if g.kind == "gemm" else ""
     if epilogue:
         library = "cuBLASLt (FP32 compute, fused epilogue)"
@@ -25,6 +29,7 @@ def _fusion_group(g: Group, launcher: str | None) -> FusionGroup:
             ops.append("relu (cuBLASLt epilogue)")
     return FusionGroup(
         name=launcher or f"torch.nn.functional.{g.nodes[0].fn}",
+        stage=stage,
         kind=g.kind,
         ops=list(dict.fromkeys(ops)),
         library=library,
@@ -67,7 +72,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
     return BuiltinCandidate(
         handled=True,
         source=source,
-        groups=[_fusion_group(g, names.get(g.gid)) for g in groups],
+        groups=[_fusion_group(i, g, names.get(g.gid)) for i, g in enumerate(groups)],
         graph_summary=summary,
         cuda_source=cuda,
         seconds=time.perf_counter() - start,

@@ -34,7 +34,7 @@ class Const:
 
 Operand = Use | Const
 
-LeafKind = Literal["input", "param", "buffer"]
+LeafKind = Literal["input", "param", "buffer", "factory"]  # factory: torch.randn(...) in forward
 
 
 @dataclass
@@ -102,7 +102,7 @@ class Node:
     """One op. kind 'ew' and 'reduce' are fusible; 'gemm' and 'conv' call vendor libraries."""
 
     vid: int
-    kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update"]
+    kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update", "rnn", "rnn_out"]
     fn: str
     args: list[Operand]
     shape: Shape
@@ -121,6 +121,7 @@ class Graph:
     nodes: list[Node] = field(default_factory=list)  # topological order
     outputs: list[Use] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
+    defaulted: dict[str, object] = field(default_factory=dict)  # forward params left at defaults
     _next: int = 0
 
     def new_id(self) -> int:
@@ -134,7 +135,7 @@ class Graph:
 
     def add(
         self,
-        kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update"],
+        kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update", "rnn", "rnn_out"],
         fn: str,
         args: list[Operand],
         shape: Shape,

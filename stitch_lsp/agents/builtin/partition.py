@@ -86,7 +86,7 @@ def layout_of(shape: Shape, axes: tuple[int, ...]) -> Layout:
 @dataclass
 class Group:
     gid: int
-    kind: Literal["pointwise", "reduction", "gemm", "conv"]
+    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn"]
     nodes: list[Node] = field(default_factory=list)
     full_numel: int = 0
     layout: Layout | None = None
@@ -98,6 +98,8 @@ class Group:
     @property
     def name(self) -> str:
         prefix = {"pointwise": "fused", "reduction": "fused", "gemm": "gemm", "conv": "conv"}
+        if self.kind == "rnn":
+            return f"stitch_{self.nodes[0].fn}_{self.gid}"
         return f"stitch_{prefix[self.kind]}_{self.gid}"
 
     @property
@@ -187,16 +189,22 @@ def partition(graph: Graph) -> list[Group]:
     groups: list[Group] = []
     open_group: Group | None = None
 
-    def new_group(kind: Literal["pointwise", "reduction", "gemm", "conv"]) -> Group:
+    def new_group(kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn"]) -> Group:
         g = Group(len(groups), kind)
         groups.append(g)
         return g
 
+    rnn_groups: dict[int, Group] = {}
     for node in graph.nodes:
-        if node.kind in ("gemm", "conv"):
+        if node.kind in ("gemm", "conv", "rnn"):
             g = new_group(node.kind)  # type: ignore[arg-type]
             g.nodes.append(node)
             open_group = None
+            if node.kind == "rnn":
+                rnn_groups[node.vid] = g
+            continue
+        if node.kind == "rnn_out":  # h_n, c_n, a time step: written by the recurrent launcher
+            rnn_groups[node.uses[0].vid].nodes.append(node)
             continue
         if node.kind == "bn_update":
             mean = node.args[0]

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+from dataclasses import dataclass, field
 
 from stitch_lsp.agents.builtin.codegen import Codegen
-from stitch_lsp.agents.builtin.ir import Graph, Unsupported, Use
+from stitch_lsp.agents.builtin.ir import Graph, Unsupported, Use, numel
+from stitch_lsp.agents.builtin.memplan import Buffer, Placement, plan
 from stitch_lsp.agents.builtin.partition import Group
 
 
@@ -84,14 +86,69 @@ def _py_shape(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
+@dataclass
+class Stage:
+    """One step of the forward, in order: a library call or one of our launchers."""
+
+    index: int
+    group: Group
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    """The forward as stages, plus the arena plan of its intermediate buffers."""
+
+    stages: list[Stage]
+    placement: Placement
+    arena_layout: list[tuple[int, tuple[int, ...], str]]  # (offset, shape, dtype) per buffer
+    forward: str
+
+
+def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffer], dict]:
+    """Every kernel output that is not a graph output, and every workspace, with its lifetime."""
+    out_vids = {u.vid for u in graph.outputs}
+    kernels = {k.group.gid: k for k in cg.kernels}
+    last_use: dict[int, int] = {}
+    for i, g in enumerate(groups):
+        for n in g.nodes + g.sinks:
+            for u in n.uses:
+                last_use[u.vid] = i
+    buffers: list[Buffer] = []
+    meta: dict[str, tuple[tuple[int, ...], str]] = {}
+    for i, g in enumerate(groups):
+        k = kernels.get(g.gid)
+        if k is None:
+            continue
+        for a in k.args:
+            if a.role == "ws":
+                key = f"ws{g.gid}"
+                buffers.append(Buffer(key, a.nbytes, i, i))
+                meta[key] = ((max(a.nbytes, 1),), "torch.uint8")
+            elif a.role == "out" and a.vid not in out_vids:
+                key = f"t{a.vid}"
+                shape = graph.shape_of(a.vid)
+                int64 = a.ctype.startswith("long long")
+                nbytes = numel(shape) * (8 if int64 else 4)
+                buffers.append(Buffer(key, nbytes, i, max(i, last_use.get(a.vid, i))))
+                meta[key] = (tuple(shape), "torch.int64" if int64 else "torch.float32")
+    return buffers, meta
+
+
+def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     var: dict[int, str] = {}
     lines: list[str] = []
     inputs = [lf for lf in graph.leaves.values() if lf.kind == "input"]
     first = graph.input_names[0] if graph.input_names else None
-    sig = ", ".join(["self", *graph.input_names])
+    defaults = [f"{name}={value!r}" for name, value in graph.defaulted.items()]
+    sig = ", ".join(["self", *graph.input_names, *defaults])
     lines.append(f"    def forward({sig}):")
-    lines.append("        lib = _load()")
+    lines.append("        _load()")
+    for name, value in graph.defaulted.items():
+        lines.append(
+            f"        if {name} is not {value!r}:\n"
+            f'            raise ValueError("this ModelNew was generated for {name}={value!r}")'
+        )
     for leaf in inputs:
         lines.append(
             f"        if tuple({leaf.expr}.shape) != {_py_shape(leaf.shape)}:\n"
@@ -103,7 +160,7 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
         )
         lines.append(f"        {leaf.expr} = {leaf.expr}.contiguous()")
     for leaf in graph.leaves.values():
-        var[leaf.vid] = leaf.expr
+        var[leaf.vid] = leaf.expr if leaf.kind != "factory" else f"f{leaf.vid}"
     bn_modes = sorted(
         {str(s.params["module"]) for g in groups for s in g.sinks if "module" in s.params}
     )
@@ -118,12 +175,43 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
     # The device guard costs microseconds before the first launch; enter it only when needed.
     lines.append(f"        if {dev}.index != torch.cuda.current_device():")
     lines.append(f"            with torch.cuda.device({dev}):")
-    lines.append(f"                return self._launch(lib, {names})")
-    lines.append(f"        return self._launch(lib, {names})")
+    lines.append(f"                return self._stitch_graph({names})")
+    lines.append(f"        return self._stitch_graph({names})")
     lines.append("")
-    lines.append(f"    def _launch(self, lib, {names}):")
+    params = [lf.expr for lf in graph.leaves.values() if lf.kind in ("param", "buffer")]
+    lines.append("    def _stitch_guard(self):")
+    lines.append(
+        '        """What a captured graph depends on besides its inputs: parameter addresses."""'
+    )
+    ptrs = "".join(f"{p}.data_ptr(), " for p in params)
+    lines.append(f"        return ({ptrs})")
+    lines.append("")
+    lines.append("    @property")
+    lines.append("    def _stitch_graph(self):")
+    lines.append('        runner = self.__dict__.get("_stitch_runner")')
+    lines.append("        if runner is None:")
+    lines.append("            runner = GraphRunner(self._launch, guard=self._stitch_guard)")
+    lines.append('            self.__dict__["_stitch_runner"] = runner')
+    lines.append("        return runner")
+    lines.append("")
+    lines.append(f"    def _launch(self, {names}):")
+    lines.append("        lib = _load()")
+    lines.append(f"        dev = {dev}")
     lines.append("        stream = torch.cuda.current_stream().cuda_stream")
+    buffers, meta = _buffers(graph, groups, cg)
+    placement = plan(buffers)
+    order = sorted(buffers, key=lambda b: (placement.offsets[b.key], b.key))
+    layout = [(placement.offsets[b.key], *meta[b.key]) for b in order]
+    slot = {b.key: k for k, b in enumerate(order)}
     body: list[str] = []
+    if buffers:
+        body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
+    factories = [lf for lf in graph.leaves.values() if lf.kind == "factory"]
+    for leaf in factories:
+        body.append(
+            f"f{leaf.vid} = {leaf.expr}({_py_shape(leaf.shape)}, device=dev)"
+            "  # as the reference makes it"
+        )
     kernels = {k.group.gid: k for k in cg.kernels}
 
     def ref(u: Use) -> str:
@@ -131,7 +219,10 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
         shape = graph.shape_of(u.vid)
         return name if tuple(shape) == tuple(u.shape) else f"{name}.view({_py_shape(u.shape)})"
 
-    for g in groups:
+    stages: list[Stage] = []
+    for i, g in enumerate(groups):
+        st = Stage(i, g)
+        stages.append(st)
         if g.kind == "conv":
             node = g.nodes[0]
             x, w = node.uses
@@ -147,32 +238,61 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
                     f"F.{fn}({ref(x)}, {ref(w)}, None, {p['stride']}, {p['padding']!r}, "
                     f"{p['dilation']}, {p['groups']})"
                 )
-            body.append(f"# {node.origin}: cuDNN through PyTorch; its bias is added in our kernel")
-            body.append(f"t{node.vid} = {call}.contiguous()")
+            st.lines.append(
+                f"# stage {i}: {node.origin}: cuDNN through PyTorch; its bias goes in our kernel"
+            )
+            st.lines.append(f"t{node.vid} = {call}.contiguous()")
             var[node.vid] = f"t{node.vid}"
             continue
         k = kernels[g.gid]
+        st.lines.append(f"# stage {i}: {k.comment}")
+        ptrs: list[str] = []
         for a in k.args:
             if a.role == "ws":
-                body.append(
-                    f"ws{g.gid} = torch.empty(({a.nbytes},), device={dev}, dtype=torch.uint8)"
-                    "  # partial row states"
-                )
-                var[a.vid] = f"ws{g.gid}"
+                ptrs.append(f"buf[{slot[f'ws{g.gid}']}].data_ptr()")
+                continue
             if a.role == "out":
-                shape = graph.shape_of(a.vid)
-                dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
-                body.append(
-                    f"t{a.vid} = torch.empty({_py_shape(shape)}, device={dev}, dtype={dtype})"
-                )
-                var[a.vid] = f"t{a.vid}"
-        ptrs = ", ".join(f"{var[a.vid]}.data_ptr()" for a in k.args)
-        body.append(f"# {k.comment}")
-        body.append(f"_check(lib.{k.name}({ptrs}, stream), lib, {k.name!r})")
+                key = f"t{a.vid}"
+                if key in slot:
+                    st.lines.append(f"{key} = buf[{slot[key]}]")
+                else:  # a result of forward: fresh memory on every call
+                    shape = graph.shape_of(a.vid)
+                    dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
+                    st.lines.append(
+                        f"{key} = torch.empty({_py_shape(shape)}, device=dev, dtype={dtype})"
+                    )
+                var[a.vid] = key
+            ptrs.append(f"{var[a.vid]}.data_ptr()")
+        st.lines.append(f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})")
+    for st in stages:
+        body += st.lines
     outs = [ref(u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
     lines += ["        " + ln for ln in body]
-    return "\n".join(lines)
+    return Program(stages, placement, layout, "\n".join(lines))
+
+
+def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
+    return build_program(graph, groups, cg).forward
+
+
+def execution_note(program: Program) -> list[str]:
+    """The docstring's account of how the forward runs, for a reader of the generated file."""
+    kinds = {st.group.kind for st in program.stages}
+    lines = [
+        "Execution: one program, stage by stage on the current stream; the host side is captured",
+        "in a CUDA graph (stitch_lsp.runtime.GraphRunner) and replayed. The first call per input",
+        "signature runs plainly (warm-up: library handles, workspaces, the arena); the second",
+        "captures and replays; later calls copy their inputs into the graph's static buffers,",
+        "replay, and return fresh copies of the outputs. Plain launches instead when",
+        "STITCH_CUDA_GRAPH=0, when an input is on the CPU, or when capture fails; the runner's",
+        "`mode` and `reason` (model._stitch_runner) say which and why.",
+        f"Memory: {program.placement.describe()}.",
+    ]
+    if "conv" in kinds:
+        lines.append("cuDNN convolutions run through PyTorch; under the graph their outputs come")
+        lines.append("from the graph's private memory pool.")
+    return lines
 
 
 def candidate_source(
@@ -203,23 +323,42 @@ def candidate_source(
         "import torch.nn.functional as F",
     ]
     extra_imports = [s for s in imports if s.strip() not in std_imports]
+    program = build_program(graph, groups, cg)
+    names = {k.group.gid: k for k in cg.kernels}
+    stage_doc = []
+    for st in program.stages:
+        k = names.get(st.group.gid)
+        if k is not None:
+            stage_doc.append(f"  {st.index}. {k.name}: {k.comment}")
+        else:
+            node = st.group.nodes[0]
+            stage_doc.append(f"  {st.index}. torch.nn.functional.{node.fn} (cuDNN): {node.origin}")
+    layout = ",\n".join(
+        f"    ({off}, {_py_shape(shape)}, {dtype})" for off, shape, dtype in program.arena_layout
+    )
     parts = [
         f"# stitch-lsp: reference={header}",
         '"""Generated by the stitch-lsp builtin coder: fused CUDA kernels plus cuBLAS for GEMMs.',
         "",
-        "Groups:",
-        *[f"  {k.name}: {k.comment}" for k in cg.kernels],
+        "Stages, in order (each a library call or one fused kernel):",
+        *stage_doc,
+        "",
+        *execution_note(program),
         '"""',
         "",
         *std_imports,
         "",
         "from stitch_lsp.runtime import check_launch, load_cuda",
+        "from stitch_lsp.runtime.graph import Arena, GraphRunner",
         *extra_imports,
         conv_note,
         f"CUDA_SOURCE = r'''{cuda}'''",
         "",
         f"_LAUNCHERS = {launchers!r}",
         "_lib = None",
+        "# Intermediate buffers: (byte offset, shape, dtype), planned once by liveness.",
+        f"_ARENA_LAYOUT = [\n{layout}\n]" if layout else "_ARENA_LAYOUT = []",
+        f"_ARENA_BYTES = {program.placement.total}",
         "",
         "",
         "def _load():",
@@ -236,6 +375,13 @@ def candidate_source(
         "    return _lib",
         "",
         "",
+        "def _arena(model):",
+        '    arena = model.__dict__.get("_stitch_arena")',
+        "    if arena is None:",
+        '        arena = model.__dict__["_stitch_arena"] = Arena(_ARENA_LAYOUT, _ARENA_BYTES)',
+        "    return arena",
+        "",
+        "",
         "def _check(code, lib, what):",
         "    if code == 0:",
         "        return",
@@ -248,7 +394,7 @@ def candidate_source(
         "class ModelNew(nn.Module):",
         init_body,
         "",
-        forward_source(graph, groups, cg),
+        program.forward,
         "",
     ]
     text = "\n".join(parts)

@@ -204,12 +204,33 @@ CUBLAS_PREAMBLE = r"""
 
 // One cuBLAS handle per device, created on first use. GEMMs ask for CUBLAS_COMPUTE_32F (no
 // TF32), as eager PyTorch computes with allow_tf32 off.
-static cublasHandle_t stitch_cublas() {
+static const size_t STITCH_CUBLAS_WORKSPACE = 32u << 20;
+// The handle bound to `stream`, with an explicit workspace allocated on the first call (a plain
+// warm-up call, before any CUDA graph capture): cuBLAS then never allocates while a graph is
+// being captured, and replays reuse the same workspace.
+static cublasHandle_t stitch_cublas_on(cudaStream_t stream) {
   static cublasHandle_t handles[64] = {nullptr};
+  static void* spaces[64] = {nullptr};
   int dev = 0;
   cudaGetDevice(&dev);
+  if (dev < 0 || dev >= 64) return nullptr;
   if (handles[dev] == nullptr) {
     if (cublasCreate(&handles[dev]) != CUBLAS_STATUS_SUCCESS) return nullptr;
+  }
+  if (spaces[dev] == nullptr) {
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream, &capturing);
+    if (capturing != cudaStreamCaptureStatusNone) return nullptr;  // warm up before capturing
+    if (cudaMalloc(&spaces[dev], STITCH_CUBLAS_WORKSPACE) != cudaSuccess) {
+      spaces[dev] = nullptr;
+      return nullptr;
+    }
+  }
+  if (cublasSetStream(handles[dev], stream) != CUBLAS_STATUS_SUCCESS) return nullptr;
+  // cublasSetStream resets the workspace to cuBLAS's own pool: set ours again after it.
+  if (cublasSetWorkspace(handles[dev], spaces[dev], STITCH_CUBLAS_WORKSPACE) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return nullptr;
   }
   return handles[dev];
 }

@@ -1,0 +1,448 @@
+"""Recurrent modules (nn.RNN, nn.LSTM, nn.GRU) as one IR node, and the CUDA that runs them.
+
+Per layer, the input projections of every time step and direction are one cuBLAS GEMM each
+(all T*B rows at once). Then, per time step, one GEMM computes h_{t-1} W_hh^T for every
+direction (strided-batched over the directions), and one fused kernel adds both biases, applies
+the gate nonlinearities, updates the states and writes h_t straight into its strided place in
+the output sequence (each direction into its half). PyTorch's gate order and bias placement
+are kept: LSTM (i, f, g, o); GRU (r, z, n) with r applied to (W_hn h + b_hn).
+
+This module is torch-free: capture lives in recurrent_capture.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stitch_lsp.agents.builtin.ir import Graph, Node, Shape, Unsupported, Use
+
+MODES = {"rnn_tanh": 0, "rnn_relu": 1, "lstm": 2, "gru": 3}
+GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
+MAX_PICKS = 4  # selected time steps (`out[:, t]`) one launch can write besides the sequence
+
+
+@dataclass(frozen=True)
+class RnnSpec:
+    """Everything the launcher is specialised to."""
+
+    mode: str  # rnn_tanh | rnn_relu | lstm | gru
+    layers: int
+    directions: int
+    seq_len: int
+    batch: int
+    input_size: int
+    hidden: int
+    bias: bool
+    batch_first: bool
+    has_h0: bool
+    has_c0: bool
+
+    @property
+    def gates(self) -> int:
+        return GATES[self.mode]
+
+    @property
+    def seq_shape(self) -> Shape:
+        t, b, w = self.seq_len, self.batch, self.directions * self.hidden
+        return (b, t, w) if self.batch_first else (t, b, w)
+
+    @property
+    def state_shape(self) -> Shape:
+        return (self.layers * self.directions, self.batch, self.hidden)
+
+    def weight_names(self) -> list[str]:
+        """Parameter names in the order the launcher takes them (PyTorch's own names)."""
+        names = []
+        for layer in range(self.layers):
+            for d in range(self.directions):
+                sfx = f"l{layer}" + ("_reverse" if d else "")
+                names += [f"weight_ih_{sfx}", f"weight_hh_{sfx}"]
+                if self.bias:
+                    names += [f"bias_ih_{sfx}", f"bias_hh_{sfx}"]
+        return names
+
+
+@dataclass
+class RnnOutputs:
+    """Which results the graph reads; the rest stay in the workspace (or are never written)."""
+
+    seq: int | None = None  # vid of the full output sequence
+    h_n: int | None = None
+    c_n: int | None = None
+    picks: list[tuple[int, int]] = field(default_factory=list)  # (time index, vid)
+    h_at: list[tuple[int, int]] = field(default_factory=list)  # (h_n row, vid)
+    c_at: list[tuple[int, int]] = field(default_factory=list)
+
+
+def rnn_out(graph: Graph, rnn: Node, which: str, shape: Shape, index: int = 0) -> Use:
+    """A second result of the recurrent node: h_n, c_n, a time step, or one row of h_n/c_n."""
+    node = graph.add(
+        "rnn_out",
+        which,
+        [Use(rnn.vid, rnn.shape)],
+        shape,
+        rnn.origin,
+        rnn.line,
+        which=which,
+        index=index,
+    )
+    return Use(node.vid, shape)
+
+
+def index_result(graph: Graph, base: Use, idx: object) -> Use | None:
+    """`out[:, t, :]`, `out[t]`, `h_n[k]` on a recurrent result, or None when it is not one.
+
+    Time steps are written by the step kernel when they are produced; rows of h_n/c_n are
+    copied at the end. Other indexing is left to the general capture.
+    """
+    node = graph.node(base.vid)
+    if node is None or tuple(base.shape) != tuple(node.shape):
+        return None
+    if node.kind == "rnn":
+        spec: RnnSpec = node.params["spec"]  # type: ignore[assignment]
+        parts = idx if isinstance(idx, tuple) else (idx,)
+        tdim = 1 if spec.batch_first else 0
+        full = slice(None)
+        if len(parts) <= tdim or len(parts) > 3:
+            return None
+        t = parts[tdim]
+        others = parts[:tdim] + parts[tdim + 1 :]
+        if isinstance(t, bool) or not isinstance(t, int) or any(p != full for p in others):
+            return None
+        shape = (spec.batch, spec.directions * spec.hidden)
+        return rnn_out(graph, node, "seq_at", shape, t % spec.seq_len)
+    is_row = isinstance(idx, int) and not isinstance(idx, bool)
+    if node.kind == "rnn_out" and node.fn in ("h_n", "c_n") and is_row:
+        rnn = graph.node(node.uses[0].vid)
+        assert rnn is not None
+        which = "h_at" if node.fn == "h_n" else "c_at"
+        return rnn_out(graph, rnn, which, node.shape[1:], int(idx) % node.shape[0])  # type: ignore[call-overload]
+    return None
+
+
+def outputs_needed(graph: Graph, rnn: Node, needed: set[int]) -> RnnOutputs:
+    outs = RnnOutputs()
+    if rnn.vid in needed:
+        outs.seq = rnn.vid
+    for n in graph.nodes:
+        if n.kind != "rnn_out" or n.uses[0].vid != rnn.vid or n.vid not in needed:
+            continue
+        which, index = str(n.params["which"]), int(n.params["index"])  # type: ignore[call-overload]
+        if which == "h_n":
+            outs.h_n = n.vid
+        elif which == "c_n":
+            outs.c_n = n.vid
+        elif which == "seq_at":
+            outs.picks.append((index, n.vid))
+        elif which == "h_at":
+            outs.h_at.append((index, n.vid))
+        elif which == "c_at":
+            outs.c_at.append((index, n.vid))
+    if len(outs.picks) > MAX_PICKS:
+        raise Unsupported(f"{rnn.origin}: more than {MAX_PICKS} single time steps are read")
+    return outs
+
+
+RNN_PREAMBLE = r"""
+// ---- recurrent step: gates, nonlinearities and state update of one time step (all directions)
+struct StitchRnnBias {
+  const float* ih[2];
+  const float* hh[2];
+};
+struct StitchRnnPick {  // time steps the graph reads on their own (`out[:, t, :]`)
+  int n;
+  int t[4];
+  float* dst[4];
+};
+__device__ __forceinline__ float stitch_rnn_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+// MODE: 0 RNN tanh, 1 RNN relu, 2 LSTM (i, f, g, o), 3 GRU (r, z, n). One thread per
+// (direction, batch row, hidden unit). xg holds x W_ih^T for every step ([D][rows][G*H], rows in
+// the module's layout), hg holds h_{t-1} W_hh^T ([D][B][G*H]; absent while the state is zero).
+// h and c are the layer's states [D][B][H], updated in place; seq gets h_t at its strided place.
+template <int MODE, int D, bool BIAS, bool BATCH_FIRST, bool HG>
+__global__ void __launch_bounds__(256) stitch_rnn_step(
+    int T, int B, int H, int s, const float* __restrict__ xg, const float* __restrict__ hg,
+    StitchRnnBias bias, float* __restrict__ h, float* __restrict__ c, float* __restrict__ seq,
+    StitchRnnPick pick) {
+  constexpr int G = MODE == 2 ? 4 : (MODE == 3 ? 3 : 1);
+  const int n = D * B * H;
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+    const int j = e % H;
+    const int b = (e / H) % B;
+    const int d = e / (H * B);
+    const int t = d == 0 ? s : T - 1 - s;
+    const long long row = BATCH_FIRST ? (long long)b * T + t : (long long)t * B + b;
+    const float* x = xg + ((long long)d * T * B + row) * (G * H);
+    const float* r = HG ? hg + ((long long)d * B + b) * (G * H) : nullptr;
+    float a[G], w[G];  // input side (x W_ih^T + b_ih) and hidden side (h W_hh^T + b_hh)
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      a[g] = x[g * H + j];
+      w[g] = HG ? r[g * H + j] : 0.f;
+      if (BIAS) {
+        a[g] += bias.ih[d][g * H + j];
+        w[g] += bias.hh[d][g * H + j];
+      }
+    }
+    const int si = (d * B + b) * H + j;
+    float hn;
+    if constexpr (MODE == 0) {
+      hn = tanhf(a[0] + w[0]);
+    } else if constexpr (MODE == 1) {
+      const float v = a[0] + w[0];
+      hn = v > 0.f ? v : 0.f;
+    } else if constexpr (MODE == 2) {
+      const float ig = stitch_rnn_sigmoid(a[0] + w[0]);
+      const float fg = stitch_rnn_sigmoid(a[1] + w[1]);
+      const float gg = tanhf(a[2] + w[2]);
+      const float og = stitch_rnn_sigmoid(a[3] + w[3]);
+      const float cn = fg * c[si] + ig * gg;
+      c[si] = cn;
+      hn = og * tanhf(cn);
+    } else {
+      const float rg = stitch_rnn_sigmoid(a[0] + w[0]);
+      const float zg = stitch_rnn_sigmoid(a[1] + w[1]);
+      const float ng = tanhf(a[2] + rg * w[2]);
+      hn = (1.f - zg) * ng + zg * h[si];
+    }
+    h[si] = hn;
+    const int o = d * H + j;
+    if (seq != nullptr) seq[row * (D * H) + o] = hn;
+    for (int k = 0; k < pick.n; ++k) {
+      if (pick.t[k] == t) pick.dst[k][(long long)b * (D * H) + o] = hn;
+    }
+  }
+}
+"""
+
+
+@dataclass
+class RnnLaunch:
+    """The launcher's CUDA text and its pointer arguments, in order."""
+
+    name: str
+    source: str
+    inputs: list[int]  # vids read (x, h0, c0, then the weights)
+    outputs: list[int]  # vids written
+    ws_bytes: int
+    comment: str
+
+
+def _align(n: int) -> int:
+    return -(-n // 64) * 64  # floats: 256-byte aligned pieces
+
+
+def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
+    spec: RnnSpec = rnn.params["spec"]  # type: ignore[assignment]
+    s = spec
+    L, D, T, B, IN, H, G = (
+        s.layers,
+        s.directions,
+        s.seq_len,
+        s.batch,
+        s.input_size,
+        s.hidden,
+        s.gates,
+    )
+    GH = G * H
+    mode = MODES[s.mode]
+    # Workspace pieces, in floats.
+    pieces: dict[str, int] = {"xg": D * T * B * GH, "hg": D * B * GH}
+    if L > 1:
+        pieces["seq_a"] = T * B * D * H
+    if L > 2:
+        pieces["seq_b"] = T * B * D * H
+    if outs.h_n is None:
+        pieces["h"] = L * D * B * H
+    if s.mode == "lstm" and outs.c_n is None:
+        pieces["c"] = L * D * B * H
+    if D == 2:
+        pieces["whh"] = 2 * GH * H
+    offset = 0
+    ws_at: dict[str, int] = {}
+    for key, n in pieces.items():
+        ws_at[key] = offset
+        offset += _align(n)
+    ws_bytes = offset * 4
+
+    inputs = [u.vid for u in rnn.uses]
+    params = ["const float* x"]
+    if s.has_h0:
+        params.append("const float* h0")
+    if s.has_c0:
+        params.append("const float* c0")
+    wnames = [n.replace("weight_", "w_").replace("bias_", "b_") for n in s.weight_names()]
+    params += [f"const float* {n}" for n in wnames]
+    out_vids: list[int] = []
+    if outs.seq is not None:
+        params.append("float* seq_out")
+        out_vids.append(outs.seq)
+    if outs.h_n is not None:
+        params.append("float* h_n")
+        out_vids.append(outs.h_n)
+    if outs.c_n is not None:
+        params.append("float* c_n")
+        out_vids.append(outs.c_n)
+    for k, (_, vid) in enumerate(outs.picks):
+        params.append(f"float* pick{k}")
+        out_vids.append(vid)
+    for k, (_, vid) in enumerate(outs.h_at):
+        params.append(f"float* h_at{k}")
+        out_vids.append(vid)
+    for k, (_, vid) in enumerate(outs.c_at):
+        params.append(f"float* c_at{k}")
+        out_vids.append(vid)
+    params += ["unsigned char* ws", "cudaStream_t stream"]
+
+    def w(kind: str, layer: int, d: int) -> str:
+        return f"{kind}_l{layer}" + ("_reverse" if d else "")
+
+    state_bytes = D * B * H * 4
+    h_ptr = "h_n" if outs.h_n is not None else f"wsf + {ws_at.get('h', 0)}"
+    c_ptr = "nullptr"
+    if s.mode == "lstm":
+        c_ptr = "c_n" if outs.c_n is not None else f"wsf + {ws_at.get('c', 0)}"
+    lines = [
+        f'extern "C" int {name}({", ".join(params)}) {{',
+        "  cublasHandle_t hdl = stitch_cublas_on(stream);",
+        "  if (hdl == nullptr) return STITCH_CUBLAS_ERROR;",
+        "  const float one = 1.f, zero = 0.f;",
+        "  float* wsf = reinterpret_cast<float*>(ws);",
+        f"  float* xg = wsf + {ws_at['xg']};",
+        f"  float* hg = wsf + {ws_at['hg']};",
+        f"  float* hs = {h_ptr};",
+        f"  float* cs = {c_ptr};",
+        "  cublasStatus_t st;",
+        "  cudaError_t ce;",
+        f"  const int grid = stitch_grid({D * B * H}, 256, 8);",
+    ]
+    if outs.picks:
+        ts = ", ".join(str(t) for t, _ in outs.picks)
+        dsts = ", ".join(f"pick{k}" for k in range(len(outs.picks)))
+        lines.append(
+            f"  const StitchRnnPick last_picks = {{{len(outs.picks)}, {{{ts}}}, {{{dsts}}}}};"
+        )
+    lines.append(
+        "  const StitchRnnPick no_picks = {0, {0, 0, 0, 0}, {nullptr, nullptr, nullptr, nullptr}};"
+    )
+    mode_t = f"{mode}, {D}, {'true' if s.bias else 'false'}, {'true' if s.batch_first else 'false'}"
+    for layer in range(L):
+        prev = "seq_a" if (layer - 1) % 2 == 0 else "seq_b"
+        in_ptr = "x" if layer == 0 else f"wsf + {ws_at[prev]}"
+        in_w = IN if layer == 0 else D * H
+        if layer == L - 1:
+            out_ptr = "seq_out" if outs.seq is not None else "nullptr"
+        else:
+            out_ptr = f"wsf + {ws_at['seq_a' if layer % 2 == 0 else 'seq_b']}"
+        hl = f"hs + {layer * D * B * H}"
+        cl = f"cs + {layer * D * B * H}" if s.mode == "lstm" else "nullptr"
+        lines += [
+            f"  // layer {layer}: input projection of all {T} steps, one GEMM per direction",
+            "  {",
+            f"    float* hl = {hl};",
+            f"    float* cl = {cl};",
+            f"    float* out = {out_ptr};",
+        ]
+        if s.has_h0:
+            lines.append(
+                f"    ce = cudaMemcpyAsync(hl, h0 + {layer * D * B * H}, {state_bytes}, "
+                "cudaMemcpyDeviceToDevice, stream);"
+            )
+        else:
+            lines.append(f"    ce = cudaMemsetAsync(hl, 0, {state_bytes}, stream);")
+        lines.append("    if (ce != cudaSuccess) return (int)ce;")
+        if s.mode == "lstm":
+            if s.has_c0:
+                lines.append(
+                    f"    ce = cudaMemcpyAsync(cl, c0 + {layer * D * B * H}, {state_bytes}, "
+                    "cudaMemcpyDeviceToDevice, stream);"
+                )
+            else:
+                lines.append(f"    ce = cudaMemsetAsync(cl, 0, {state_bytes}, stream);")
+            lines.append("    if (ce != cudaSuccess) return (int)ce;")
+        for d in range(D):
+            lines += [
+                f"    st = cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {T * B}, {in_w}, "
+                f"&one, {w('w_ih', layer, d)}, CUDA_R_32F, {in_w}, {in_ptr}, CUDA_R_32F, {in_w}, "
+                f"&zero, xg + {d * T * B * GH}, CUDA_R_32F, {GH}, CUBLAS_COMPUTE_32F, "
+                "CUBLAS_GEMM_DEFAULT);",
+                "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+            ]
+        if D == 2:
+            whh = f"wsf + {ws_at['whh']}"
+            lines += [
+                "    // both directions' W_hh side by side, for one batched GEMM per step",
+                f"    ce = cudaMemcpyAsync({whh}, {w('w_hh', layer, 0)}, {GH * H * 4}, "
+                "cudaMemcpyDeviceToDevice, stream);",
+                "    if (ce != cudaSuccess) return (int)ce;",
+                f"    ce = cudaMemcpyAsync({whh} + {GH * H}, {w('w_hh', layer, 1)}, {GH * H * 4}, "
+                "cudaMemcpyDeviceToDevice, stream);",
+                "    if (ce != cudaSuccess) return (int)ce;",
+            ]
+        if s.bias:
+            ih = ", ".join(w("b_ih", layer, d) for d in range(D)) + (", nullptr" if D == 1 else "")
+            hh = ", ".join(w("b_hh", layer, d) for d in range(D)) + (", nullptr" if D == 1 else "")
+            lines.append(f"    const StitchRnnBias bias = {{{{{ih}}}, {{{hh}}}}};")
+        else:
+            lines.append("    const StitchRnnBias bias = {{nullptr, nullptr}, {nullptr, nullptr}};")
+        picks = "last_picks" if (layer == L - 1 and outs.picks) else "no_picks"
+        if D == 1:
+            gemm = (
+                f"cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
+                f"{w('w_hh', layer, 0)}, CUDA_R_32F, {H}, hl, CUDA_R_32F, {H}, &zero, hg, "
+                f"CUDA_R_32F, {GH}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
+            )
+        else:
+            gemm = (
+                f"cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
+                f"wsf + {ws_at['whh']}, CUDA_R_32F, {H}, {GH * H}LL, hl, CUDA_R_32F, {H}, "
+                f"{B * H}LL, &zero, hg, CUDA_R_32F, {GH}, {B * GH}LL, 2, CUBLAS_COMPUTE_32F, "
+                "CUBLAS_GEMM_DEFAULT)"
+            )
+        first_hg = "true" if s.has_h0 else "false"
+        lines += [
+            f"    // {T} steps: h_(t-1) W_hh^T on cuBLAS, then one fused gate/state kernel",
+            f"    for (int s = 0; s < {T}; ++s) {{",
+            f"      const bool with_h = s > 0 || {first_hg};",
+            "      if (with_h) {",
+            f"        st = {gemm};",
+            "        if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+            f"        stitch_rnn_step<{mode_t}, true><<<grid, 256, 0, stream>>>(",
+            f"            {T}, {B}, {H}, s, xg, hg, bias, hl, cl, out, {picks});",
+            "      } else {",
+            f"        stitch_rnn_step<{mode_t}, false><<<grid, 256, 0, stream>>>(",
+            f"            {T}, {B}, {H}, s, xg, nullptr, bias, hl, cl, out, {picks});",
+            "      }",
+            "      ce = cudaPeekAtLastError();",
+            "      if (ce != cudaSuccess) return (int)ce;",
+            "    }",
+            "  }",
+        ]
+    row_bytes = B * H * 4
+    for k, (row, _) in enumerate(outs.h_at):
+        lines += [
+            f"  ce = cudaMemcpyAsync(h_at{k}, hs + {row * B * H}, {row_bytes}, "
+            "cudaMemcpyDeviceToDevice, stream);",
+            "  if (ce != cudaSuccess) return (int)ce;",
+        ]
+    for k, (row, _) in enumerate(outs.c_at):
+        lines += [
+            f"  ce = cudaMemcpyAsync(c_at{k}, cs + {row * B * H}, {row_bytes}, "
+            "cudaMemcpyDeviceToDevice, stream);",
+            "  if (ce != cudaSuccess) return (int)ce;",
+        ]
+    lines += ["  return (int)cudaGetLastError();", "}"]
+    kind = {"rnn_tanh": "RNN (tanh)", "rnn_relu": "RNN (relu)", "lstm": "LSTM", "gru": "GRU"}
+    what = (
+        f"{kind[s.mode]}: {L} layer(s), {'bidirectional' if D == 2 else 'one direction'}, "
+        f"T={T}, B={B}, input {IN}, hidden {H}"
+        + (", batch_first" if s.batch_first else "")
+        + ("" if s.bias else ", no bias")
+    )
+    comment = (
+        f"{rnn.origin}: {what}; input projections as {L * D} GEMM(s), "
+        f"{L * T} step GEMMs + {L * T} fused gate kernels"
+    )
+    source = f"// {comment}\n" + "\n".join(lines)
+    return RnnLaunch(name, source, inputs, out_vids, ws_bytes, comment)

@@ -1,0 +1,218 @@
+"""Replay a generated forward as a CUDA graph, or run it as plain launches and say why.
+
+A generated forward is a fixed sequence of launches (our kernels, cuBLAS, cuDNN through PyTorch)
+on the current stream. Replaying it as one `torch.cuda.CUDAGraph` removes the host cost of every
+launch, which dominates small and step-by-step models (an LSTM launches twice per time step).
+
+The life of one input signature (shapes, strides, dtypes, devices, and what `guard` returns):
+
+1. warm-up: the first call runs plainly. It is a real call (its results are returned, its
+   running statistics updated) and it makes every lazy allocation outside a capture: library
+   handles, cuBLAS workspaces, the buffer arena, cuDNN's algorithm choice.
+2. capture: the second call copies its inputs into static buffers and captures the forward on
+   them (nothing runs during a capture), then replays it once.
+3. replay: every later call copies its inputs into the static buffers, replays the graph, and
+   returns *fresh* copies of the outputs: memory handed to a caller is never written again.
+
+A new signature is captured again. Plain launches are used, with `reason` saying why, when the
+switch is off (`STITCH_CUDA_GRAPH=0`), when an input is on the CPU, when the call is itself being
+captured (an outer graph records our launches), or when the capture failed (an op that syncs the
+host, for instance).
+
+This module needs only torch and the standard library, so it can be inlined into a candidate
+that has to stand alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Hashable
+from typing import Any
+
+ENV_SWITCH = "STITCH_CUDA_GRAPH"
+
+
+def graphs_enabled() -> bool:
+    """False when `STITCH_CUDA_GRAPH` is 0/off/false/no (read on every call, so a benchmark can
+    time the same candidate both ways)."""
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+class TorchBackend:
+    """The CUDA operations the runner needs; tests substitute a fake."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, self.torch.Tensor)
+
+    def on_gpu(self, value: Any) -> bool:
+        return bool(value.is_cuda)
+
+    def capturing(self) -> bool:
+        return bool(self.torch.cuda.is_current_stream_capturing())
+
+    def signature(self, value: Any) -> Hashable:
+        return (tuple(value.shape), value.stride(), value.dtype, value.device)
+
+    def static_copy(self, value: Any) -> Any:
+        return value.clone()
+
+    def copy_into(self, static: Any, value: Any) -> None:
+        static.copy_(value)
+
+    def capture(self, fn: Callable[..., Any], args: list[Any]) -> tuple[Any, Any]:
+        torch = self.torch
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            out = fn(*args)
+        return graph, out
+
+    def replay(self, graph: Any) -> None:
+        graph.replay()
+
+    def fresh(self, value: Any) -> Any:
+        return value.clone()
+
+
+class GraphRunner:
+    """Calls `body(*args)` through a CUDA graph per input signature (see the module docstring).
+
+    `guard` returns whatever else the captured graph depends on, e.g. the addresses of the
+    parameters it reads: when that changes (the module was moved), the graph is captured again.
+    """
+
+    def __init__(
+        self,
+        body: Callable[..., Any],
+        *,
+        guard: Callable[[], Hashable] | None = None,
+        warmup: int = 1,
+        backend: Any = None,
+    ) -> None:
+        self.body = body
+        self.guard = guard
+        self.warmup = warmup
+        self._backend = backend
+        self._entries: dict[Hashable, dict[str, Any]] = {}
+        self.mode = "idle"  # what the last call did: plain, warmup, capture or replay
+        self.reason = ""  # why the last call ran plain launches ("" otherwise)
+        self.captures = 0
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            self._backend = TorchBackend()
+        return self._backend
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GraphRunner:
+        import copy
+
+        # A copied module gets its own graphs: captured ones point at the original's memory.
+        return GraphRunner(
+            copy.deepcopy(self.body, memo),
+            guard=copy.deepcopy(self.guard, memo),
+            warmup=self.warmup,
+            backend=self._backend,
+        )
+
+    def _plain(self, args: tuple[Any, ...], reason: str) -> Any:
+        self.mode, self.reason = "plain", reason
+        return self.body(*args)
+
+    def _why_plain(self, args: tuple[Any, ...]) -> str:
+        if not graphs_enabled():
+            return f"CUDA graph replay is switched off ({ENV_SWITCH}=0)"
+        be = self.backend
+        tensors = [a for a in args if be.is_tensor(a)]
+        if not tensors:
+            return "no tensor inputs"
+        if not all(be.on_gpu(t) for t in tensors):
+            return "an input is on the CPU"
+        if be.capturing():
+            return "the caller is capturing a CUDA graph itself; our launches join it"
+        return ""
+
+    def key(self, args: tuple[Any, ...]) -> Hashable:
+        be = self.backend
+        parts: list[Hashable] = [
+            ("t", be.signature(a)) if be.is_tensor(a) else ("v", repr(a)) for a in args
+        ]
+        if self.guard is not None:
+            parts.append(("guard", self.guard()))
+        return tuple(parts)
+
+    def __call__(self, *args: Any) -> Any:
+        why = self._why_plain(args)
+        if why:
+            return self._plain(args, why)
+        entry = self._entries.setdefault(self.key(args), {"calls": 0})
+        if entry.get("reason"):
+            return self._plain(args, entry["reason"])
+        if entry["calls"] < self.warmup:
+            entry["calls"] += 1
+            self.mode, self.reason = "warmup", ""
+            return self.body(*args)
+        be = self.backend
+        if "graph" not in entry:
+            static = [be.static_copy(a) if be.is_tensor(a) else a for a in args]
+            try:
+                graph, out = be.capture(self.body, static)
+            except Exception as exc:  # an op that cannot be captured: plain launches from now on
+                entry["reason"] = f"capture failed: {type(exc).__name__}: {exc}"[:300]
+                return self._plain(args, entry["reason"])
+            entry.update(graph=graph, static=static, out=out)
+            self.captures += 1
+            self.mode = "capture"
+        else:
+            self.mode = "replay"
+        for s, a in zip(entry["static"], args, strict=True):
+            if be.is_tensor(a):
+                be.copy_into(s, a)
+        be.replay(entry["graph"])
+        self.reason = ""
+        return _map_tensors(entry["out"], be)
+
+
+def _map_tensors(out: Any, be: Any) -> Any:
+    if be.is_tensor(out):
+        return be.fresh(out)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_map_tensors(o, be) for o in out)
+    return out
+
+
+class Arena:
+    """The planned intermediate buffers of a forward: one allocation per device, made on the
+    first call and reused by every later call and by the captured graph.
+
+    `layout` holds (byte offset, shape, dtype) per buffer; offsets come from the generator's
+    liveness plan, so buffers whose lifetimes do not overlap share bytes.
+    """
+
+    def __init__(self, layout: list[tuple[int, tuple[int, ...], Any]], nbytes: int) -> None:
+        self.layout = layout
+        self.nbytes = nbytes
+        self._views: dict[Any, list[Any]] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Arena:
+        return Arena(self.layout, self.nbytes)  # a copied module allocates its own
+
+    def views(self, device: Any) -> list[Any]:
+        views = self._views.get(device)
+        if views is None:
+            import torch
+
+            base = torch.empty(max(self.nbytes, 1), dtype=torch.uint8, device=device)
+            views = []
+            for offset, shape, dtype in self.layout:
+                count = 1
+                for d in shape:
+                    count *= d
+                size = count * torch.empty((), dtype=dtype).element_size()
+                views.append(base[offset : offset + size].view(dtype).view(shape))
+            self._views[device] = views
+        return views
