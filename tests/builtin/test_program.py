@@ -1,0 +1,249 @@
+"""CPU: the host side of whole-forward programs (buffer plan, graph runner state machine with a
+fake CUDA backend) and the generated programs' shape: stages, arena, graph replay switch."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stitch_lsp.agents.builtin.memplan import ALIGN, Buffer, plan
+from stitch_lsp.runtime.graph import ENV_SWITCH, GraphRunner
+
+# ---------------------------------------------------------------------------- buffer plan
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_plan_reuses_memory_of_dead_buffers() -> None:
+    # A chain: each stage reads the previous buffer and writes the next one.
+    bufs = [Buffer(f"b{i}", 1000, i, i + 1) for i in range(6)]
+    p = plan(bufs)
+    assert p.total == 2 * ALIGN * 4  # two 1000-byte buffers (1024 after alignment) alive at once
+    assert p.naive == 6 * 1024
+    assert "6 intermediate buffers" in p.describe()
+
+
+def test_plan_never_overlaps_buffers_alive_together() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(50):
+        bufs = []
+        for i in range(rng.randint(1, 12)):
+            first = rng.randint(0, 10)
+            bufs.append(Buffer(f"b{i}", rng.randint(1, 5000), first, first + rng.randint(0, 4)))
+        p = plan(bufs)
+        spans = {b.key: (p.offsets[b.key], p.offsets[b.key] + b.nbytes) for b in bufs}
+        for a in bufs:
+            assert p.offsets[a.key] % ALIGN == 0
+            assert spans[a.key][1] <= p.total
+            for b in bufs:
+                if a.key < b.key and a.alive_with(b):
+                    assert not _overlap(spans[a.key], spans[b.key]), (a, b, p.offsets)
+        assert p.total <= p.naive
+
+
+def test_plan_of_nothing() -> None:
+    p = plan([])
+    assert p.total == 0 and p.describe() == "no intermediate buffers"
+
+
+# ---------------------------------------------------------------------------- graph runner
+
+
+class FakeTensor:
+    def __init__(self, values: list[float], device: str = "cuda:0") -> None:
+        self.values = list(values)
+        self.device = device
+
+
+class FakeBackend:
+    """Capture records the body; replay re-runs it into the captured output objects, which is
+    what a real replay does (same memory, new contents)."""
+
+    def __init__(self) -> None:
+        self.capturing_now = False
+        self.fail_capture = False
+        self.replays = 0
+        self.copies = 0
+
+    def is_tensor(self, v: Any) -> bool:
+        return isinstance(v, FakeTensor)
+
+    def on_gpu(self, v: FakeTensor) -> bool:
+        return v.device.startswith("cuda")
+
+    def capturing(self) -> bool:
+        return self.capturing_now
+
+    def signature(self, v: FakeTensor) -> Any:
+        return (len(v.values), v.device)
+
+    def static_copy(self, v: FakeTensor) -> FakeTensor:
+        return FakeTensor(v.values, v.device)
+
+    def copy_into(self, static: FakeTensor, v: FakeTensor) -> None:
+        self.copies += 1
+        static.values[:] = v.values
+
+    def capture(self, fn: Any, args: list[Any]) -> tuple[Any, Any]:
+        if self.fail_capture:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        out = fn(*args)
+        return {"fn": fn, "args": args, "out": out}, out
+
+    def replay(self, graph: dict[str, Any]) -> None:
+        self.replays += 1
+        new = graph["fn"](*graph["args"])
+        pairs = (
+            zip(graph["out"], new, strict=False)
+            if isinstance(new, tuple)
+            else [(graph["out"], new)]
+        )
+        for static, value in pairs:
+            static.values[:] = value.values
+
+    def fresh(self, v: FakeTensor) -> FakeTensor:
+        return FakeTensor(v.values, v.device)
+
+
+class Body:
+    """A forward with a side effect, like training-mode batch norm's running statistics."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, x: FakeTensor) -> FakeTensor:
+        self.calls += 1
+        return FakeTensor([2 * v for v in x.values], x.device)
+
+
+def _runner() -> tuple[GraphRunner, Body, FakeBackend]:
+    body, be = Body(), FakeBackend()
+    return GraphRunner(body, backend=be), body, be
+
+
+def test_runner_warms_up_then_captures_then_replays() -> None:
+    runner, _body, be = _runner()
+    a = runner(FakeTensor([1, 2]))
+    assert runner.mode == "warmup" and a.values == [2, 4] and be.replays == 0
+    b = runner(FakeTensor([3, 4]))
+    assert runner.mode == "capture" and b.values == [6, 8] and runner.captures == 1
+    c = runner(FakeTensor([5, 6]))
+    assert runner.mode == "replay" and c.values == [10, 12]
+    # Every call's work ran exactly once: warm-up, then one replay per later call (the capture
+    # itself runs nothing on a real GPU; the fake's capture call stands for the recording).
+    assert be.replays == 2
+    # Fresh storage every call: earlier results are untouched by later replays.
+    assert a.values == [2, 4] and b.values == [6, 8]
+    assert len({id(a), id(b), id(c)}) == 3
+    assert runner.reason == ""
+
+
+def test_runner_recaptures_for_a_new_signature_and_guard() -> None:
+    state = {"ptr": 1}
+    body, be = Body(), FakeBackend()
+    runner = GraphRunner(body, backend=be, guard=lambda: state["ptr"])
+    for _ in range(3):
+        runner(FakeTensor([1, 2]))
+    assert runner.captures == 1
+    runner(FakeTensor([1, 2, 3]))  # new shape: warm-up again
+    assert runner.mode == "warmup"
+    runner(FakeTensor([1, 2, 3]))
+    assert runner.captures == 2
+    state["ptr"] = 2  # the parameters moved: the old graph would read freed memory
+    runner(FakeTensor([1, 2]))
+    assert runner.mode == "warmup"
+    assert runner(FakeTensor([1, 2])).values == [2, 4] and runner.captures == 3
+
+
+def test_runner_plain_launches_say_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    runner, _body, be = _runner()
+    out = runner(FakeTensor([1.0], device="cpu"))
+    assert runner.mode == "plain" and "CPU" in runner.reason and out.values == [2.0]
+    be.capturing_now = True
+    runner(FakeTensor([1.0]))
+    assert runner.mode == "plain" and "capturing" in runner.reason
+    be.capturing_now = False
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    for _ in range(3):
+        runner(FakeTensor([1.0]))
+    assert runner.mode == "plain" and ENV_SWITCH in runner.reason and runner.captures == 0
+    monkeypatch.setenv(ENV_SWITCH, "1")
+    runner(FakeTensor([1.0]))
+    runner(FakeTensor([1.0]))
+    assert runner.mode == "capture"
+
+
+def test_runner_falls_back_when_capture_fails() -> None:
+    runner, _body, be = _runner()
+    be.fail_capture = True
+    runner(FakeTensor([1.0]))
+    out = runner(FakeTensor([3.0]))
+    assert runner.mode == "plain" and "capture failed" in runner.reason
+    assert out.values == [6.0]
+    runner(FakeTensor([4.0]))
+    assert runner.mode == "plain" and runner.captures == 0  # not retried for this signature
+
+
+def test_runner_maps_tuples_and_copies_inputs() -> None:
+    be = FakeBackend()
+    runner = GraphRunner(lambda x, k: (x, FakeTensor([v + k for v in x.values])), backend=be)
+    for i in range(3):
+        x = FakeTensor([float(i)])
+        got = runner(x, 1)
+        assert isinstance(got, tuple) and got[1].values == [i + 1.0]
+        assert got[0].values == [float(i)]
+        if i:  # replayed: a returned input is a fresh copy too, never the static buffer
+            assert (
+                got[0] is not x and got[0] is not runner._entries[runner.key((x, 1))]["static"][0]
+            )
+    assert be.copies >= 2
+
+
+def test_runner_deepcopy_starts_over() -> None:
+    runner, _body, _be = _runner()
+    for _ in range(3):
+        runner(FakeTensor([1.0]))
+    twin = copy.deepcopy(runner)
+    assert twin.captures == 0 and twin._entries == {}
+
+
+# ---------------------------------------------------------------------------- generated programs
+
+
+def _generate(path: Path) -> Any:
+    from tests.builtin.helpers import generate_for
+
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    return cand
+
+
+def test_level3_program_has_stages_arena_and_graph(kernelbench_dir: Path) -> None:
+    pytest.importorskip("torch")
+    cand = _generate(kernelbench_dir / "level3" / "9_ResNet18.py")
+    src = cand.source
+    assert "from stitch_lsp.runtime.graph import Arena, GraphRunner" in src
+    assert "Execution: one program" in src and "STITCH_CUDA_GRAPH=0" in src
+    assert "_ARENA_LAYOUT = [" in src and "buf = _arena(self).views(dev)" in src
+    # Every group is a numbered stage, in the docstring, in forward, and in the model.
+    stages = [g.stage for g in cand.groups]
+    assert stages == list(range(len(cand.groups)))
+    for g in cand.groups:
+        assert f"# stage {g.stage}: " in src
+    assert {"conv", "reduction"} <= {g.kind for g in cand.groups}
+    # The arena is smaller than one buffer per intermediate.
+    import re
+
+    m = re.search(r"Memory: (\d+) intermediate buffers in one ([\d.]+) MiB arena \(([\d.]+)", src)
+    assert m is not None and float(m.group(2)) < float(m.group(3))
+    # No per-call allocation of intermediates: torch.empty is only for results of forward.
+    forward = src[src.index("def _launch(") :]
+    assert forward.count("torch.empty(") == 1
+    compile(src, "resnet18_builtin.py", "exec")
