@@ -4,6 +4,8 @@ fake CUDA backend) and the generated programs' shape: stages, arena, graph repla
 from __future__ import annotations
 
 import copy
+import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -247,3 +249,78 @@ def test_level3_program_has_stages_arena_and_graph(kernelbench_dir: Path) -> Non
     forward = src[src.index("def _launch(") :]
     assert forward.count("torch.empty(") == 1
     compile(src, "resnet18_builtin.py", "exec")
+
+
+BN_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 13, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(13)
+        self.conv2 = nn.Conv2d(13, 13, 1)
+        self.bn2 = nn.BatchNorm2d(13, momentum=0.3)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.bn2(self.conv2(y)) * 0.5
+
+
+def get_inputs():
+    return [torch.randn(5, 3, 17, 19)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _bn_cumulative_cuda(tmp_path: Path) -> str:
+    """BN_PROBLEM with the second norm's momentum=None (cumulative average). Shape propagation on
+    the meta device cannot run such a module (it reads the batch count), so the IR is patched."""
+    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.agents.builtin.codegen import Codegen
+    from stitch_lsp.agents.builtin.partition import partition
+    from tests.builtin.helpers import write_problem
+
+    graph = capture(write_problem(tmp_path, "bn_cumulative", BN_PROBLEM))
+    sinks = [n for n in graph.nodes if n.kind == "bn_update"]
+    assert [s.params["momentum"] for s in sinks] == [0.1, 0.3]
+    sinks[1].params["momentum"] = None
+    return Codegen(graph, partition(graph)).cuda_source()
+
+
+def test_cumulative_batch_norm_counts_after_the_update(tmp_path: Path) -> None:
+    """momentum=None: the factor reads the old count, a later launch bumps it (no race)."""
+    pytest.importorskip("torch")
+    cuda = _bn_cumulative_cuda(tmp_path)
+    assert cuda.count("stitch_count_batch<<<1, 1, 0, stream>>>") == 1
+    assert cuda.count("(1.f / (float)(") == 1
+    assert cuda.count("[0] += 1;") == 2  # the momentum norm in its kernel, plus the bump kernel
+
+
+LEVEL3_COMPILE = ["35_LSTM", "39_GRU", "8_ResNetBasicBlock", "3_DeepNarrowMLP"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_level3_programs_compile_for_sm90a(kernelbench_dir: Path, tmp_path: Path) -> None:
+    from stitch_lsp.runtime import build_cuda
+    from tests.builtin.cuda_headers import cublas_include
+
+    include = cublas_include()
+    if include is None:
+        pytest.skip("no cuBLAS headers (CUDA toolkit or the nvidia-cublas wheel)")
+    sources = {"bn_cumulative": _bn_cumulative_cuda(tmp_path)}
+    for stem in LEVEL3_COMPILE:
+        sources[stem] = _generate(kernelbench_dir / "level3" / f"{stem}.py").cuda_source
+
+    def build(stem: str) -> None:
+        name = "l3_" + "".join(c if c.isalnum() else "_" for c in stem)
+        flags = [f"-I{include}"] if include else []
+        build_cuda(sources[stem] or "", name=name, extra_flags=flags, libraries=(), arch="sm_90a")
+
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        list(ex.map(build, sources))

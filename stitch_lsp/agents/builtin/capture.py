@@ -821,10 +821,6 @@ class _Converter:
         if mod.track_running_stats and mod.training:
             if instance:
                 raise Unsupported(f"{self._here()}: instance norm that tracks running stats")
-            if mod.momentum is None:
-                raise Unsupported(
-                    f"{self._here()}: batch norm with cumulative averaging (momentum=None)"
-                )
             count = math.prod(x.shape[a] for a in axes)
             rm, rv, nbt = (
                 self._param(path, "running_mean"),
@@ -840,7 +836,7 @@ class _Converter:
                 mean.shape,
                 _desc(n),
                 _line(n),
-                momentum=float(mod.momentum),
+                momentum=None if mod.momentum is None else float(mod.momentum),
                 count=count,
                 module=_attr_expr(path),
             )

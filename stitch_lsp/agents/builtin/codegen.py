@@ -330,10 +330,17 @@ class Codegen:
     def _launcher(self, g: Group, args: list[Arg], launch: list[str]) -> str:
         params = ", ".join(f"{a.ctype.replace(' __restrict__', '')} {a.name}" for a in args)
         ptrs = " && ".join(f"stitch_aligned16({a.name})" for a in args) or "true"
+        counts = [
+            next(a.name for a in args if a.vid == s.uses[4].vid)
+            for s in g.sinks
+            if s.kind == "bn_update" and s.params["momentum"] is None
+        ]
+        bump = [f"stitch_count_batch<<<1, 1, 0, stream>>>({n});" for n in counts]
         lines = [
             f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
             f"  const bool vec = {ptrs};",
             *_indent(launch, 2),
+            *_indent(bump, 2),
             "  return (int)cudaGetLastError();",
             "}",
         ]
@@ -611,16 +618,24 @@ class Codegen:
         for s in g.sinks:
             mean, var, rm, rv, nbt = s.uses
             mv, vv = gen.value(mean.vid, red_scope), gen.value(var.vid, red_scope)
-            m = float(s.params["momentum"])  # type: ignore[arg-type]
             cnt = int(s.params["count"])  # type: ignore[arg-type]
             unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
             prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
-            keep, mom = float_literal(1 - m), float_literal(m)
+            if s.params["momentum"] is None:
+                # Cumulative average: factor 1/(batches seen, this one included). The count is
+                # bumped by a separate launch after this kernel, so every block reads the old one.
+                mom, keep, bump = f"(1.f / (float)({pn}[0] + 1))", "", ""
+            else:
+                m = float(s.params["momentum"])  # type: ignore[arg-type]
+                mom, keep = float_literal(m), float_literal(1 - m)
+                bump = f"  if (kept == 0) {pn}[0] += 1;"
             tail += [
                 f"if ({guard}) {{  // running statistics, as {s.origin} updates them in training",
-                f"  {prm}[kept] = {keep} * {prm}[kept] + {mom} * {mv};",
-                f"  {prv}[kept] = {keep} * {prv}[kept] + {mom} * ({vv} * {float_literal(unbias)});",
-                f"  if (kept == 0) {pn}[0] += 1;",
+                f"  const float mom = {mom};",
+                f"  const float keep = {keep or '1.f - mom'};",
+                f"  {prm}[kept] = keep * {prm}[kept] + mom * {mv};",
+                f"  {prv}[kept] = keep * {prv}[kept] + mom * ({vv} * {float_literal(unbias)});",
+                *([bump] if bump else []),
                 "}",
             ]
         final_lines = [*pre_final, *red_scope.lines, *final, *tail]
