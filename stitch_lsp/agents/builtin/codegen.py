@@ -881,6 +881,11 @@ class Codegen:
             parts.append(CUBLAS_PREAMBLE)
             if any(len(g.nodes[0].uses) > 2 for g in self.groups if g.kind == "gemm"):
                 parts.append(CUBLASLT_PREAMBLE)
+        if any(s.params.get("momentum", 0) is None for g in self.groups for s in g.sinks):
+            parts.append(
+                "// num_batches_tracked += 1 after a cumulative-average batch norm read the count\n"
+                "__global__ void stitch_count_batch(long long* n) { n[0] += 1; }"
+            )
         if any(g.kind == "rnn" for g in self.groups) and with_gemm:
             parts.append(RNN_PREAMBLE)
         for g in self.groups:

@@ -36,9 +36,6 @@ static inline int stitch_grid(long long items, int threads, int blocks_per_sm) {
   return want < 1 ? 1 : (int)want;
 }
 
-// num_batches_tracked += 1 after a cumulative-average batch norm has read the old count.
-__global__ void stitch_count_batch(long long* n) { n[0] += 1; }
-
 // ---- elementwise math (float, as ATen's CUDA kernels compute it) ----
 __device__ __forceinline__ float st_relu(float x) { return x > 0.f ? x : 0.f; }
 __device__ __forceinline__ float st_relu6(float x) { return fminf(fmaxf(x, 0.f), 6.f); }

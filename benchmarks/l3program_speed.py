@@ -1,0 +1,186 @@
+"""Whole-program candidates with and without CUDA graph replay, against eager and eager-in-a-graph.
+
+For each problem: generate the candidate, check it against the eager reference (allclose 1e-4,
+the same seed before both calls so random draws inside forward match), then time (CUDA events,
+L2 flushed before each run, median of N):
+  eager           the reference as it is;
+  eager_graph     the reference captured in a torch.cuda.CUDAGraph, replayed with its input copy
+                  and fresh outputs (clone) included: what a user gets by flipping that switch;
+  graph           our candidate as generated (GraphRunner replays after warm-up);
+  plain           our candidate with STITCH_CUDA_GRAPH=0 (every launch from the host);
+  compile_ro      torch.compile(mode="reduce-overhead"), only with --compile (slow to build).
+
+    python3 benchmarks/l3program_speed.py tests/data/kernelbench/level3 --only 35,39,8 --json o.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from builtin_speed import _import, prebuild
+
+from stitch_lsp.agents.builtin.generate import generate
+from stitch_lsp.verify.timing import L2Flusher
+
+
+def _flat(out: Any) -> list[Any]:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _time(fn: Any, args: list[Any], flush: L2Flusher, runs: int) -> float:
+    with torch.no_grad():
+        for _ in range(3):
+            fn(*args)
+        samples = []
+        for _ in range(runs):
+            flush()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(*args)
+            b.record()
+            b.synchronize()
+            samples.append(a.elapsed_time(b))
+    return statistics.median(samples)
+
+
+def eager_graph(model: Any, inputs: list[Any]) -> Any:
+    """The reference under a CUDA graph: static inputs filled by a copy, outputs cloned."""
+    static = [x.clone() for x in inputs]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(2):
+            model(*static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        out = _flat(model(*static))
+
+    def run(*xs: Any) -> list[Any]:
+        for s, x in zip(static, xs, strict=True):
+            s.copy_(x)
+        graph.replay()
+        return [o.clone() for o in out]
+
+    return run
+
+
+def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool) -> dict:  # type: ignore[type-arg]
+    torch.manual_seed(42)
+    model = ref.Model(*ref.get_init_inputs()).cuda()
+    torch.manual_seed(42)
+    model_new = new.ModelNew(*ref.get_init_inputs()).cuda()
+    torch.manual_seed(0)
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
+    worst = 0.0
+    with torch.no_grad():
+        for call in range(3):  # warm-up, capture, replay
+            torch.manual_seed(call)
+            want = _flat(model(*inputs))
+            torch.manual_seed(call)
+            got = _flat(model_new(*inputs))
+            for g, w in zip(got, want, strict=True):
+                if not torch.allclose(g, w, atol=1e-4, rtol=1e-4):
+                    worst = max(worst, float((g - w).abs().max()))
+    row: dict[str, Any] = {"correct": worst == 0.0, "max_err_beyond_tol": worst}
+    row["mode"] = model_new._stitch_runner.mode
+    row["reason"] = model_new._stitch_runner.reason
+    row["eager_ms"] = _time(model, inputs, flush, runs)
+    row["eager_graph_ms"] = _time(eager_graph(model, inputs), inputs, flush, runs)
+    row["graph_ms"] = _time(model_new, inputs, flush, runs)
+    os.environ["STITCH_CUDA_GRAPH"] = "0"
+    try:
+        row["plain_ms"] = _time(model_new, inputs, flush, runs)
+    finally:
+        os.environ["STITCH_CUDA_GRAPH"] = "1"
+    if with_compile:
+        try:
+            compiled = torch.compile(model, mode="reduce-overhead")
+            row["compile_ro_ms"] = _time(compiled, inputs, flush, runs)
+        except Exception as exc:
+            row["compile_note"] = f"{type(exc).__name__}: {exc}"[:200]
+    best = min(v for k, v in row.items() if k in ("eager_ms", "eager_graph_ms", "compile_ro_ms"))
+    row["speedup_vs_eager"] = row["eager_ms"] / row["graph_ms"]
+    row["speedup_vs_best"] = best / row["graph_ms"]
+    row["graph_vs_plain"] = row["plain_ms"] / row["graph_ms"]
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("folder")
+    ap.add_argument("--only", help="comma-separated problem numbers")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--compile", action="store_true", help="also time reduce-overhead")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    wanted = {w.strip() for w in args.only.split(",")} if args.only else None
+    files = sorted(
+        (
+            p
+            for p in Path(args.folder).glob("*.py")
+            if wanted is None or p.name.split("_", 1)[0] in wanted
+        ),
+        key=lambda p: int(p.name.split("_", 1)[0]),
+    )
+    cands = {f: generate(f, f.name) for f in files}
+    prebuild([c.source for c in cands.values() if c.source], 14)
+    flush = L2Flusher(torch.device("cuda"))
+    tmp = Path(tempfile.mkdtemp())
+    rows = []
+    for f in files:
+        cand = cands[f]
+        if not cand.handled:
+            print(f"{f.stem}: not handled: {cand.reason[:200]}")
+            rows.append({"problem": f.stem, "handled": False, "reason": cand.reason})
+            continue
+        path = tmp / f"{f.stem}_builtin.py"
+        path.write_text(cand.source or "")
+        try:
+            row = measure(
+                _import(f, f"ref_{f.stem}"),
+                _import(path, f"new_{f.stem}"),
+                flush,
+                args.runs,
+                args.compile,
+            )
+        except Exception as exc:  # one broken problem must not end the run
+            print(f"{f.stem}: FAILED {type(exc).__name__}: {exc}")
+            rows.append({"problem": f.stem, "handled": True, "error": str(exc)[:500]})
+            continue
+        row = {"problem": f.stem, "handled": True, **row}
+        rows.append(row)
+        print(
+            f"{f.stem}: correct={row['correct']} mode={row['mode']} eager {row['eager_ms']:.3f} "
+            f"eager_graph {row['eager_graph_ms']:.3f} ours {row['graph_ms']:.3f} "
+            f"(plain {row['plain_ms']:.3f}) ms; vs eager {row['speedup_vs_eager']:.2f}x, "
+            f"vs best {row['speedup_vs_best']:.2f}x, graph gain {row['graph_vs_plain']:.2f}x"
+        )
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2))
+        del row
+        torch.cuda.empty_cache()
+    ok = [r for r in rows if r.get("correct")]
+    if ok:
+        for key in ("speedup_vs_eager", "speedup_vs_best", "graph_vs_plain"):
+            geo = statistics.geometric_mean([r[key] for r in ok])
+            print(f"geomean {key} over {len(ok)} correct: {geo:.3f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
