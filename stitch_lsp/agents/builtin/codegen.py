@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.agents.builtin.partition import Group
-from stitch_lsp.agents.builtin.recurrent import RNN_PREAMBLE, outputs_needed, rnn_launcher
+from stitch_lsp.agents.builtin.recurrent import outputs_needed, rnn_launcher, rnn_preamble
 from stitch_lsp.agents.builtin.templates import (
     CUBLAS_PREAMBLE,
     CUBLASLT_PREAMBLE,
@@ -886,8 +886,9 @@ class Codegen:
                 "// num_batches_tracked += 1 after a cumulative-average batch norm read the count\n"
                 "__global__ void stitch_count_batch(long long* n) { n[0] += 1; }"
             )
-        if any(g.kind == "rnn" for g in self.groups) and with_gemm:
-            parts.append(RNN_PREAMBLE)
+        specs = [g.nodes[0].params["spec"] for g in self.groups if g.kind == "rnn"]
+        if specs and with_gemm:
+            parts.append(rnn_preamble(specs))  # type: ignore[arg-type]
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
                 k = self.kernel(g)

@@ -7,6 +7,12 @@ the gate nonlinearities, updates the states and writes h_t straight into its str
 the output sequence (each direction into its half). PyTorch's gate order and bias placement
 are kept: LSTM (i, f, g, o); GRU (r, z, n) with r applied to (W_hn h + b_hn).
 
+One-direction stacks of layers (35_LSTM, 39_GRU: 6 layers, 512 steps) run as a layer wavefront
+instead: layer l computes time t while layer l+1 computes t-1, so T + L - 1 steps replace L * T,
+each step one batched GEMM per side (hidden, input) for every active layer plus one fused gate
+kernel. Layer 0's input projection is still one GEMM over all steps; deeper layers' input
+projections join the per-step batched GEMM, since their inputs appear one step at a time.
+
 This module is torch-free: capture lives in recurrent_capture.py.
 """
 
@@ -143,7 +149,7 @@ def outputs_needed(graph: Graph, rnn: Node, needed: set[int]) -> RnnOutputs:
     return outs
 
 
-RNN_PREAMBLE = r"""
+RNN_COMMON = r"""
 // ---- recurrent step: gates, nonlinearities and state update of one time step (all directions)
 struct StitchRnnBias {
   const float* ih[2];
@@ -156,6 +162,34 @@ struct StitchRnnPick {  // time steps the graph reads on their own (`out[:, t, :
 };
 __device__ __forceinline__ float stitch_rnn_sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
+// One cell: a = x W_ih^T + b_ih and w = h W_hh^T + b_hh for each gate; updates c, returns h_t.
+template <int MODE, int G>
+__device__ __forceinline__ float stitch_rnn_cell(const float (&a)[G], const float (&w)[G],
+                                                 float* __restrict__ c, const float* h, int si) {
+  if constexpr (MODE == 0) {
+    return tanhf(a[0] + w[0]);
+  } else if constexpr (MODE == 1) {
+    const float v = a[0] + w[0];
+    return v > 0.f ? v : 0.f;
+  } else if constexpr (MODE == 2) {
+    const float ig = stitch_rnn_sigmoid(a[0] + w[0]);
+    const float fg = stitch_rnn_sigmoid(a[1] + w[1]);
+    const float gg = tanhf(a[2] + w[2]);
+    const float og = stitch_rnn_sigmoid(a[3] + w[3]);
+    const float cn = fg * c[si] + ig * gg;
+    c[si] = cn;
+    return og * tanhf(cn);
+  } else {  // GRU: r gates (W_hn h + b_hn), as PyTorch
+    const float rg = stitch_rnn_sigmoid(a[0] + w[0]);
+    const float zg = stitch_rnn_sigmoid(a[1] + w[1]);
+    const float ng = tanhf(a[2] + rg * w[2]);
+    return (1.f - zg) * ng + zg * h[si];
+  }
+}
+
+"""
+
+RNN_STEP = r"""
 // MODE: 0 RNN tanh, 1 RNN relu, 2 LSTM (i, f, g, o), 3 GRU (r, z, n). One thread per
 // (direction, batch row, hidden unit). xg holds x W_ih^T for every step ([D][rows][G*H], rows in
 // the module's layout), hg holds h_{t-1} W_hh^T ([D][B][G*H]; absent while the state is zero).
@@ -186,26 +220,7 @@ __global__ void __launch_bounds__(256) stitch_rnn_step(
       }
     }
     const int si = (d * B + b) * H + j;
-    float hn;
-    if constexpr (MODE == 0) {
-      hn = tanhf(a[0] + w[0]);
-    } else if constexpr (MODE == 1) {
-      const float v = a[0] + w[0];
-      hn = v > 0.f ? v : 0.f;
-    } else if constexpr (MODE == 2) {
-      const float ig = stitch_rnn_sigmoid(a[0] + w[0]);
-      const float fg = stitch_rnn_sigmoid(a[1] + w[1]);
-      const float gg = tanhf(a[2] + w[2]);
-      const float og = stitch_rnn_sigmoid(a[3] + w[3]);
-      const float cn = fg * c[si] + ig * gg;
-      c[si] = cn;
-      hn = og * tanhf(cn);
-    } else {
-      const float rg = stitch_rnn_sigmoid(a[0] + w[0]);
-      const float zg = stitch_rnn_sigmoid(a[1] + w[1]);
-      const float ng = tanhf(a[2] + rg * w[2]);
-      hn = (1.f - zg) * ng + zg * h[si];
-    }
+    const float hn = stitch_rnn_cell<MODE>(a, w, c, h, si);
     h[si] = hn;
     const int o = d * H + j;
     if (seq != nullptr) seq[row * (D * H) + o] = hn;
@@ -215,6 +230,66 @@ __global__ void __launch_bounds__(256) stitch_rnn_step(
   }
 }
 """
+
+RNN_WAVE = r"""
+// Layer wavefront (one direction, several layers): at diagonal step k, layer l computes time
+// t = k - l for every l in [lo, hi]. Layer 0's input side comes from the projection of all steps
+// (xg0, rows in the module's layout); deeper layers' from xgs[l-1] = h_(l-1,t) W_ih_l^T, made by
+// one batched GEMM per diagonal step. bih/bhh hold every layer's biases side by side ([L][G*H]).
+template <int MODE, bool BIAS, bool BATCH_FIRST>
+__global__ void __launch_bounds__(256) stitch_rnn_wave(
+    int T, int B, int H, int L, int k, int lo, int hi, const float* __restrict__ xg0,
+    const float* __restrict__ xgs, const float* __restrict__ hg, const float* __restrict__ bih,
+    const float* __restrict__ bhh, float* __restrict__ h, float* __restrict__ c,
+    float* __restrict__ seq, StitchRnnPick pick) {
+  constexpr int G = MODE == 2 ? 4 : (MODE == 3 ? 3 : 1);
+  const int GH = G * H;
+  const int n = (hi - lo + 1) * B * H;
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+    const int j = e % H;
+    const int b = (e / H) % B;
+    const int l = lo + e / (H * B);
+    const int t = k - l;
+    const long long row = BATCH_FIRST ? (long long)b * T + t : (long long)t * B + b;
+    const float* x = l == 0 ? xg0 + row * GH : xgs + ((long long)(l - 1) * B + b) * GH;
+    const float* r = hg + ((long long)l * B + b) * GH;
+    float a[G], w[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      a[g] = x[g * H + j];
+      w[g] = r[g * H + j];
+      if (BIAS) {
+        a[g] += bih[l * GH + g * H + j];
+        w[g] += bhh[l * GH + g * H + j];
+      }
+    }
+    const int si = (l * B + b) * H + j;
+    const float hn = stitch_rnn_cell<MODE>(a, w, c, h, si);
+    h[si] = hn;
+    if (l == L - 1) {
+      if (seq != nullptr) seq[row * H + j] = hn;
+      for (int q = 0; q < pick.n; ++q) {
+        if (pick.t[q] == t) pick.dst[q][(long long)b * H + j] = hn;
+      }
+    }
+  }
+}
+"""
+
+
+def uses_wavefront(spec: RnnSpec) -> bool:
+    """One direction and several layers: the layers advance together (see _wave_body)."""
+    return spec.directions == 1 and spec.layers > 1
+
+
+def rnn_preamble(specs: list[RnnSpec]) -> str:
+    """The device code the launchers of `specs` call (and nothing they do not)."""
+    parts = [RNN_COMMON]
+    if any(not uses_wavefront(s) for s in specs):
+        parts.append(RNN_STEP)
+    if any(uses_wavefront(s) for s in specs):
+        parts.append(RNN_WAVE)
+    return "\n".join(parts)
 
 
 @dataclass
@@ -247,11 +322,17 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
     )
     GH = G * H
     mode = MODES[s.mode]
+    wave = uses_wavefront(s)
     # Workspace pieces, in floats.
     pieces: dict[str, int] = {"xg": D * T * B * GH, "hg": D * B * GH}
-    if L > 1:
+    if wave:  # see _wave_body
+        pieces = {"xg": T * B * GH, "xgs": (L - 1) * B * GH, "hg": L * B * GH}
+        pieces |= {"wih": (L - 1) * GH * H, "whh": L * GH * H}
+        if s.bias:
+            pieces |= {"bih": L * GH, "bhh": L * GH}
+    if L > 1 and not wave:
         pieces["seq_a"] = T * B * D * H
-    if L > 2:
+    if L > 2 and not wave:
         pieces["seq_b"] = T * B * D * H
     if outs.h_n is None:
         pieces["h"] = L * D * B * H
@@ -327,7 +408,10 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
         "  const StitchRnnPick no_picks = {0, {0, 0, 0, 0}, {nullptr, nullptr, nullptr, nullptr}};"
     )
     mode_t = f"{mode}, {D}, {'true' if s.bias else 'false'}, {'true' if s.batch_first else 'false'}"
-    for layer in range(L):
+    layers = range(0 if wave else L)
+    if wave:
+        lines += _wave_body(s, outs, ws_at)
+    for layer in layers:
         prev = "seq_a" if (layer - 1) % 2 == 0 else "seq_b"
         in_ptr = "x" if layer == 0 else f"wsf + {ws_at[prev]}"
         in_w = IN if layer == 0 else D * H
@@ -444,5 +528,95 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
         f"{rnn.origin}: {what}; input projections as {L * D} GEMM(s), "
         f"{L * T} step GEMMs + {L * T} fused gate kernels"
     )
+    if wave:
+        steps = T + L - 1
+        comment = (
+            f"{rnn.origin}: {what}; layer wavefront: layer 0's input projection as one GEMM, "
+            f"then {steps} diagonal steps of 2 batched GEMMs + 1 fused gate kernel"
+        )
     source = f"// {comment}\n" + "\n".join(lines)
     return RnnLaunch(name, source, inputs, out_vids, ws_bytes, comment)
+
+
+def _wave_body(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int]) -> list[str]:
+    """Several one-direction layers advance together: at diagonal step k, layer l computes time
+    t = k - l. Layer l's step t needs h_(l-1,t) (made at step k-1) and h_(l,t-1) (also step k-1),
+    so one step runs every active layer: T + L - 1 steps instead of L * T. Per step: one
+    strided-batched GEMM for the hidden side of every active layer, one for the input side of
+    the active layers above layer 0, and one fused gate kernel. Layer 0's input projection is
+    still one GEMM over all time steps."""
+    L, T, B, IN, H, GH = s.layers, s.seq_len, s.batch, s.input_size, s.hidden, s.gates * s.hidden
+    state = B * H
+    lines = [
+        f"  float* xg0 = wsf + {ws_at['xg']};",
+        f"  float* xgs = wsf + {ws_at['xgs']};",
+        f"  float* wih = wsf + {ws_at['wih']};",
+        f"  float* whh = wsf + {ws_at['whh']};",
+        "  float* bih = %s;" % (f"wsf + {ws_at['bih']}" if s.bias else "nullptr"),
+        "  float* bhh = %s;" % (f"wsf + {ws_at['bhh']}" if s.bias else "nullptr"),
+        "  // every layer's weights side by side, so one strided-batched GEMM serves all layers",
+    ]
+
+    def copy(dst: str, src: str, nbytes: int) -> list[str]:
+        return [
+            f"  ce = cudaMemcpyAsync({dst}, {src}, {nbytes}, cudaMemcpyDeviceToDevice, stream);",
+            "  if (ce != cudaSuccess) return (int)ce;",
+        ]
+
+    for layer in range(L):
+        lines += copy(f"whh + {layer * GH * H}", f"w_hh_l{layer}", GH * H * 4)
+        if layer:
+            lines += copy(f"wih + {(layer - 1) * GH * H}", f"w_ih_l{layer}", GH * H * 4)
+        if s.bias:
+            lines += copy(f"bih + {layer * GH}", f"b_ih_l{layer}", GH * 4)
+            lines += copy(f"bhh + {layer * GH}", f"b_hh_l{layer}", GH * 4)
+    lines.append("  // initial states")
+    if s.has_h0:
+        lines += copy("hs", "h0", L * state * 4)
+    else:
+        lines += [f"  ce = cudaMemsetAsync(hs, 0, {L * state * 4}, stream);"]
+        lines.append("  if (ce != cudaSuccess) return (int)ce;")
+    if s.mode == "lstm":
+        if s.has_c0:
+            lines += copy("cs", "c0", L * state * 4)
+        else:
+            lines += [f"  ce = cudaMemsetAsync(cs, 0, {L * state * 4}, stream);"]
+            lines.append("  if (ce != cudaSuccess) return (int)ce;")
+    picks = "last_picks" if outs.picks else "no_picks"
+    seq = "seq_out" if outs.seq is not None else "nullptr"
+    flags = f"{MODES[s.mode]}, {'true' if s.bias else 'false'}, "
+    flags += "true" if s.batch_first else "false"
+    lines += [
+        f"  // layer 0: input projection of all {T} steps in one GEMM",
+        f"  st = cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {T * B}, {IN}, &one, w_ih_l0, "
+        f"CUDA_R_32F, {IN}, x, CUDA_R_32F, {IN}, &zero, xg0, CUDA_R_32F, {GH}, "
+        "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
+        "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+        f"  // {T + L - 1} diagonal steps; layer l works on time k - l",
+        f"  for (int k = 0; k < {T + L - 1}; ++k) {{",
+        f"    const int lo = k - {T - 1} > 0 ? k - {T - 1} : 0;",
+        f"    const int hi = k < {L - 1} ? k : {L - 1};",
+        "    // hidden side of every active layer: h_(l,t-1) W_hh_l^T",
+        f"    st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
+        f"whh + (long long)lo * {GH * H}, CUDA_R_32F, {H}, {GH * H}LL, hs + lo * {state}, "
+        f"CUDA_R_32F, {H}, {state}LL, &zero, hg + (long long)lo * {B * GH}, CUDA_R_32F, {GH}, "
+        f"{B * GH}LL, hi - lo + 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
+        "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+        "    // input side of the active layers above layer 0: h_(l-1,t) W_ih_l^T",
+        "    const int l1 = lo > 1 ? lo : 1;",
+        "    if (hi >= l1) {",
+        f"      st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, "
+        f"&one, wih + (long long)(l1 - 1) * {GH * H}, CUDA_R_32F, {H}, {GH * H}LL, "
+        f"hs + (l1 - 1) * {state}, CUDA_R_32F, {H}, {state}LL, &zero, "
+        f"xgs + (long long)(l1 - 1) * {B * GH}, CUDA_R_32F, {GH}, {B * GH}LL, hi - l1 + 1, "
+        "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
+        "      if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+        "    }",
+        f"    stitch_rnn_wave<{flags}><<<stitch_grid((hi - lo + 1) * {state}LL, 256, 8), 256, "
+        "0, stream>>>(",
+        f"        {T}, {B}, {H}, {L}, k, lo, hi, xg0, xgs, hg, bih, bhh, hs, cs, {seq}, {picks});",
+        "    ce = cudaPeekAtLastError();",
+        "    if (ce != cudaSuccess) return (int)ce;",
+        "  }",
+    ]
+    return lines
