@@ -100,6 +100,8 @@ class Group:
         prefix = {"pointwise": "fused", "reduction": "fused", "gemm": "gemm", "conv": "conv"}
         if self.kind == "rnn":
             return f"stitch_{self.nodes[0].fn}_{self.gid}"
+        if self.kind in ("pointwise", "reduction"):
+            return "_".join(["stitch_fused", *_name_parts(self)[:4], str(self.gid)])
         return f"stitch_{prefix[self.kind]}_{self.gid}"
 
     @property
@@ -108,6 +110,26 @@ class Group:
 
     def owns(self, vid: int) -> bool:
         return vid in self.space or any(n.vid == vid for n in self.nodes)
+
+
+# Arithmetic that a normalisation or softmax is made of: left out of a reduction kernel's name.
+_PLAIN_MATH = {"add", "sub", "mul", "div", "rsqrt", "sqrt", "exp", "log", "identity", "square"}
+_REDUCE_NAMES = {"moments": "norm", "softmax": "softmax", "argmax": "argmax", "argmin": "argmin"}
+
+
+def _name_parts(g: Group) -> list[str]:
+    """What a fused kernel's name says it does, as Inductor names them: stitch_fused_norm_relu_1."""
+    parts: list[str] = []
+    for n in g.nodes:
+        if n.kind == "reduce":
+            parts.append(_REDUCE_NAMES.get(n.fn, n.fn))
+            if n.fn == "moments" and g.sinks:
+                parts[-1] = "batch_norm"
+        elif n.fn == "lse_finish":
+            parts = [p for p in parts if p != "softmax"] + ["logsumexp"]
+        elif n.fn != "identity" and (g.kind == "pointwise" or n.fn not in _PLAIN_MATH):
+            parts.append(n.fn)
+    return list(dict.fromkeys(parts))
 
 
 def _red_fits(u: Use, node_shape: Shape, layout: Layout) -> bool:
