@@ -159,8 +159,12 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
             f"            )"
         )
         lines.append(f"        {leaf.expr} = {leaf.expr}.contiguous()")
+    param_slot = {}
     for leaf in graph.leaves.values():
         var[leaf.vid] = leaf.expr if leaf.kind != "factory" else f"f{leaf.vid}"
+        if leaf.kind in ("param", "buffer"):
+            var[leaf.vid] = f"leaves[{len(param_slot)}]"
+            param_slot[leaf.vid] = len(param_slot)
     bn_modes = sorted(
         {str(s.params["module"]) for g in groups for s in g.sinks if "module" in s.params}
     )
@@ -179,12 +183,28 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     lines.append(f"        return self._stitch_graph({names})")
     lines.append("")
     params = [lf.expr for lf in graph.leaves.values() if lf.kind in ("param", "buffer")]
+    lines.append("    def _stitch_params(self):")
+    lines.append('        """The parameters and buffers the kernels read, looked up once."""')
+    lines.append('        leaves = self.__dict__.get("_stitch_leaves")')
+    lines.append("        if leaves is None:")
+    lines.append('            leaves = self.__dict__["_stitch_leaves"] = [')
+    lines += [f"                {p}," for p in params]
+    lines.append("            ]")
+    lines.append("        return leaves")
+    lines.append("")
     lines.append("    def _stitch_guard(self):")
     lines.append(
-        '        """What a captured graph depends on besides its inputs: parameter addresses."""'
+        '        """What a captured graph reads besides its inputs: the parameters\' addresses."""'
     )
-    ptrs = "".join(f"{p}.data_ptr(), " for p in params)
-    lines.append(f"        return ({ptrs})")
+    lines.append("        return tuple(t.data_ptr() for t in self._stitch_params())")
+    lines.append("")
+    lines.append("    def _apply(self, fn, *args, **kwargs):")
+    lines.append(
+        '        """.to(), .cuda(), .double(): parameters move, so graphs are captured again."""'
+    )
+    lines.append('        self.__dict__.pop("_stitch_runner", None)')
+    lines.append('        self.__dict__.pop("_stitch_leaves", None)')
+    lines.append("        return super()._apply(fn, *args, **kwargs)")
     lines.append("")
     lines.append("    @property")
     lines.append("    def _stitch_graph(self):")
@@ -198,6 +218,8 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     lines.append("        lib = _load()")
     lines.append(f"        dev = {dev}")
     lines.append("        stream = torch.cuda.current_stream().cuda_stream")
+    if params:
+        lines.append("        leaves = self._stitch_params()  # parameters and buffers, in order")
     buffers, meta = _buffers(graph, groups, cg)
     placement = plan(buffers)
     order = sorted(buffers, key=lambda b: (placement.offsets[b.key], b.key))
