@@ -87,4 +87,8 @@ CASES = [
     RnnCase("RNN"),
     RnnCase("RNN", nonlinearity="relu", bidirectional=True, batch_first=True),
     RnnCase("RNN", layers=1, bias=False, with_state=False, returns="last_layer"),
+    # Stacks of one direction run as a wavefront: h_n rows and c_n come out of its own layout.
+    RnnCase("LSTM", layers=3, batch_first=True, returns="last_layer"),
+    RnnCase("GRU", layers=3, with_state=False, returns="last_layer"),
+    RnnCase("RNN", layers=3, nonlinearity="relu", bias=False, batch_first=True),
 ]

@@ -165,7 +165,7 @@ __device__ __forceinline__ float stitch_rnn_sigmoid(float x) { return 1.f / (1.f
 // One cell: a = x W_ih^T + b_ih and w = h W_hh^T + b_hh for each gate; updates c, returns h_t.
 template <int MODE, int G>
 __device__ __forceinline__ float stitch_rnn_cell(const float (&a)[G], const float (&w)[G],
-                                                 float* __restrict__ c, const float* h, int si) {
+                                                 float* c, float h_prev) {
   if constexpr (MODE == 0) {
     return tanhf(a[0] + w[0]);
   } else if constexpr (MODE == 1) {
@@ -176,14 +176,14 @@ __device__ __forceinline__ float stitch_rnn_cell(const float (&a)[G], const floa
     const float fg = stitch_rnn_sigmoid(a[1] + w[1]);
     const float gg = tanhf(a[2] + w[2]);
     const float og = stitch_rnn_sigmoid(a[3] + w[3]);
-    const float cn = fg * c[si] + ig * gg;
-    c[si] = cn;
+    const float cn = fg * c[0] + ig * gg;
+    c[0] = cn;
     return og * tanhf(cn);
   } else {  // GRU: r gates (W_hn h + b_hn), as PyTorch
     const float rg = stitch_rnn_sigmoid(a[0] + w[0]);
     const float zg = stitch_rnn_sigmoid(a[1] + w[1]);
     const float ng = tanhf(a[2] + rg * w[2]);
-    return (1.f - zg) * ng + zg * h[si];
+    return (1.f - zg) * ng + zg * h_prev;
   }
 }
 
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(256) stitch_rnn_step(
       }
     }
     const int si = (d * B + b) * H + j;
-    const float hn = stitch_rnn_cell<MODE>(a, w, c, h, si);
+    const float hn = stitch_rnn_cell<MODE>(a, w, MODE == 2 ? c + si : nullptr, h[si]);
     h[si] = hn;
     const int o = d * H + j;
     if (seq != nullptr) seq[row * (D * H) + o] = hn;
@@ -234,9 +234,11 @@ __global__ void __launch_bounds__(256) stitch_rnn_step(
 RNN_WAVE = r"""
 // Layer wavefront (one direction, several layers): at diagonal step k, layer l computes time
 // t = k - l for every l in [lo, hi]. Layer 0's input side comes from the projection of all steps
-// (xg0, rows in the module's layout); deeper layers' from xgs[l-1] = h_(l-1,t) W_ih_l^T, made by
-// one batched GEMM per diagonal step. bih/bhh hold every layer's biases side by side ([L][G*H]).
-template <int MODE, bool BIAS, bool BATCH_FIRST>
+// (xg0, rows in the module's layout). bih/bhh hold every layer's biases side by side ([L][G*H]).
+// FUSED (LSTM, RNN): one GEMM made both sides of layers above 0 ([h_(l-1,t), h_(l,t-1)] against
+// [W_ih_l | W_hh_l]), so hg holds their sum and the states h live as [B][L+1][H] (slot 0 zero).
+// Otherwise (GRU: its r gate needs the sides apart) xgs[l-1] = h_(l-1,t) W_ih_l^T; h is [L][B][H].
+template <int MODE, bool BIAS, bool BATCH_FIRST, bool FUSED>
 __global__ void __launch_bounds__(256) stitch_rnn_wave(
     int T, int B, int H, int L, int k, int lo, int hi, const float* __restrict__ xg0,
     const float* __restrict__ xgs, const float* __restrict__ hg, const float* __restrict__ bih,
@@ -251,21 +253,24 @@ __global__ void __launch_bounds__(256) stitch_rnn_wave(
     const int l = lo + e / (H * B);
     const int t = k - l;
     const long long row = BATCH_FIRST ? (long long)b * T + t : (long long)t * B + b;
-    const float* x = l == 0 ? xg0 + row * GH : xgs + ((long long)(l - 1) * B + b) * GH;
+    const float* x = l == 0 ? xg0 + row * GH
+                     : (FUSED ? nullptr : xgs + ((long long)(l - 1) * B + b) * GH);
     const float* r = hg + ((long long)l * B + b) * GH;
     float a[G], w[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      a[g] = x[g * H + j];
+      a[g] = x != nullptr ? x[g * H + j] : 0.f;
       w[g] = r[g * H + j];
       if (BIAS) {
         a[g] += bih[l * GH + g * H + j];
         w[g] += bhh[l * GH + g * H + j];
       }
     }
-    const int si = (l * B + b) * H + j;
-    const float hn = stitch_rnn_cell<MODE>(a, w, c, h, si);
-    h[si] = hn;
+    const long long hk = FUSED ? ((long long)b * (L + 1) + l + 1) * H + j
+                                : ((long long)l * B + b) * H + j;
+    const long long ci = ((long long)l * B + b) * H + j;
+    const float hn = stitch_rnn_cell<MODE>(a, w, MODE == 2 ? c + ci : nullptr, h[hk]);
+    h[hk] = hn;
     if (l == L - 1) {
       if (seq != nullptr) seq[row * H + j] = hn;
       for (int q = 0; q < pick.n; ++q) {
@@ -325,16 +330,20 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
     wave = uses_wavefront(s)
     # Workspace pieces, in floats.
     pieces: dict[str, int] = {"xg": D * T * B * GH, "hg": D * B * GH}
+    fused = wave and s.mode != "gru"
     if wave:  # see _wave_body
-        pieces = {"xg": T * B * GH, "xgs": (L - 1) * B * GH, "hg": L * B * GH}
-        pieces |= {"wih": (L - 1) * GH * H, "whh": L * GH * H}
+        pieces = {"xg": T * B * GH, "hg": L * B * GH}
+        if fused:
+            pieces |= {"wcat": L * GH * 2 * H, "hw": B * (L + 1) * H}
+        else:
+            pieces |= {"xgs": (L - 1) * B * GH, "wih": (L - 1) * GH * H, "whh": L * GH * H}
         if s.bias:
             pieces |= {"bih": L * GH, "bhh": L * GH}
     if L > 1 and not wave:
         pieces["seq_a"] = T * B * D * H
     if L > 2 and not wave:
         pieces["seq_b"] = T * B * D * H
-    if outs.h_n is None:
+    if outs.h_n is None and not fused:
         pieces["h"] = L * D * B * H
     if s.mode == "lstm" and outs.c_n is None:
         pieces["c"] = L * D * B * H
@@ -381,6 +390,8 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
 
     state_bytes = D * B * H * 4
     h_ptr = "h_n" if outs.h_n is not None else f"wsf + {ws_at.get('h', 0)}"
+    if fused:
+        h_ptr = f"wsf + {ws_at['hw']}"  # [B][L+1][H]; h_n is copied out at the end
     c_ptr = "nullptr"
     if s.mode == "lstm":
         c_ptr = "c_n" if outs.c_n is not None else f"wsf + {ws_at.get('c', 0)}"
@@ -504,7 +515,16 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
             "  }",
         ]
     row_bytes = B * H * 4
-    for k, (row, _) in enumerate(outs.h_at):
+    if fused:
+        dsts = [(f"h_n + {layer * B * H}", layer) for layer in range(L) if outs.h_n is not None]
+        dsts += [(f"h_at{k}", row) for k, (row, _) in enumerate(outs.h_at)]
+        for dst, layer in dsts:
+            lines += [
+                f"  ce = cudaMemcpy2DAsync({dst}, {H * 4}, hs + {(layer + 1) * H}, "
+                f"{(L + 1) * H * 4}, {H * 4}, {B}, cudaMemcpyDeviceToDevice, stream);",
+                "  if (ce != cudaSuccess) return (int)ce;",
+            ]
+    for k, (row, _) in enumerate([] if fused else outs.h_at):
         lines += [
             f"  ce = cudaMemcpyAsync(h_at{k}, hs + {row * B * H}, {row_bytes}, "
             "cudaMemcpyDeviceToDevice, stream);",
@@ -530,9 +550,10 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
     )
     if wave:
         steps = T + L - 1
+        per = "1 batched GEMM (both sides)" if fused else "2 batched GEMMs"
         comment = (
             f"{rnn.origin}: {what}; layer wavefront: layer 0's input projection as one GEMM, "
-            f"then {steps} diagonal steps of 2 batched GEMMs + 1 fused gate kernel"
+            f"then {steps} diagonal steps of {per} + 1 fused gate kernel"
         )
     source = f"// {comment}\n" + "\n".join(lines)
     return RnnLaunch(name, source, inputs, out_vids, ws_bytes, comment)
@@ -541,51 +562,80 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
 def _wave_body(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int]) -> list[str]:
     """Several one-direction layers advance together: at diagonal step k, layer l computes time
     t = k - l. Layer l's step t needs h_(l-1,t) (made at step k-1) and h_(l,t-1) (also step k-1),
-    so one step runs every active layer: T + L - 1 steps instead of L * T. Per step: one
-    strided-batched GEMM for the hidden side of every active layer, one for the input side of
-    the active layers above layer 0, and one fused gate kernel. Layer 0's input projection is
-    still one GEMM over all time steps."""
+    so one step runs every active layer: T + L - 1 steps instead of L * T. Layer 0's input
+    projection is still one GEMM over all time steps.
+
+    LSTM and RNN need only the sum of both sides, so one strided-batched GEMM per step makes it
+    for every active layer: the states live as [B][L+1][H] (slot 0 zero), and layer l's operand
+    [h_(l-1,t), h_(l,t-1)] is 2H contiguous floats per batch row, against [W_ih_l | W_hh_l]
+    (layer 0: [0 | W_hh_0]). GRU keeps two GEMMs per step (its r gate needs the sides apart)."""
     L, T, B, IN, H, GH = s.layers, s.seq_len, s.batch, s.input_size, s.hidden, s.gates * s.hidden
+    fused = s.mode != "gru"
     state = B * H
-    lines = [
-        f"  float* xg0 = wsf + {ws_at['xg']};",
-        f"  float* xgs = wsf + {ws_at['xgs']};",
-        f"  float* wih = wsf + {ws_at['wih']};",
-        f"  float* whh = wsf + {ws_at['whh']};",
-        "  float* bih = %s;" % (f"wsf + {ws_at['bih']}" if s.bias else "nullptr"),
-        "  float* bhh = %s;" % (f"wsf + {ws_at['bhh']}" if s.bias else "nullptr"),
-        "  // every layer's weights side by side, so one strided-batched GEMM serves all layers",
-    ]
+    bias_ptrs = (
+        [f"  float* bih = wsf + {ws_at['bih']};", f"  float* bhh = wsf + {ws_at['bhh']};"]
+        if s.bias
+        else ["  float* bih = nullptr;", "  float* bhh = nullptr;"]
+    )
+    lines = [f"  float* xg0 = wsf + {ws_at['xg']};", *bias_ptrs]
+    if fused:
+        lines += ["  float* xgs = nullptr;", f"  float* wcat = wsf + {ws_at['wcat']};"]
+    else:
+        lines += [
+            f"  float* xgs = wsf + {ws_at['xgs']};",
+            f"  float* wih = wsf + {ws_at['wih']};",
+            f"  float* whh = wsf + {ws_at['whh']};",
+        ]
+    lines.append("  // every layer's weights side by side, so one strided-batched GEMM serves all")
+
+    def check(call: str) -> list[str]:
+        return [f"  ce = {call};", "  if (ce != cudaSuccess) return (int)ce;"]
 
     def copy(dst: str, src: str, nbytes: int) -> list[str]:
-        return [
-            f"  ce = cudaMemcpyAsync({dst}, {src}, {nbytes}, cudaMemcpyDeviceToDevice, stream);",
-            "  if (ce != cudaSuccess) return (int)ce;",
-        ]
+        return check(f"cudaMemcpyAsync({dst}, {src}, {nbytes}, cudaMemcpyDeviceToDevice, stream)")
+
+    def copy2d(dst: str, dpitch: int, src: str, spitch: int, width: int, rows: int) -> list[str]:
+        return check(
+            f"cudaMemcpy2DAsync({dst}, {dpitch * 4}, {src}, {spitch * 4}, {width * 4}, {rows}, "
+            "cudaMemcpyDeviceToDevice, stream)"
+        )
 
     for layer in range(L):
-        lines += copy(f"whh + {layer * GH * H}", f"w_hh_l{layer}", GH * H * 4)
-        if layer:
-            lines += copy(f"wih + {(layer - 1) * GH * H}", f"w_ih_l{layer}", GH * H * 4)
+        if fused:
+            block = f"wcat + {layer * GH * 2 * H}"
+            if layer == 0:
+                lines += check(f"cudaMemsetAsync({block}, 0, {GH * 2 * H * 4}, stream)")
+            else:
+                lines += copy2d(block, 2 * H, f"w_ih_l{layer}", H, H, GH)
+            lines += copy2d(f"{block} + {H}", 2 * H, f"w_hh_l{layer}", H, H, GH)
+        else:
+            lines += copy(f"whh + {layer * GH * H}", f"w_hh_l{layer}", GH * H * 4)
+            if layer:
+                lines += copy(f"wih + {(layer - 1) * GH * H}", f"w_ih_l{layer}", GH * H * 4)
         if s.bias:
             lines += copy(f"bih + {layer * GH}", f"b_ih_l{layer}", GH * 4)
             lines += copy(f"bhh + {layer * GH}", f"b_hh_l{layer}", GH * 4)
     lines.append("  // initial states")
-    if s.has_h0:
+    if fused:
+        lines += check(f"cudaMemsetAsync(hs, 0, {B * (L + 1) * H * 4}, stream)")
+        if s.has_h0:
+            for layer in range(L):
+                lines += copy2d(
+                    f"hs + {(layer + 1) * H}", (L + 1) * H, f"h0 + {layer * state}", H, H, B
+                )
+    elif s.has_h0:
         lines += copy("hs", "h0", L * state * 4)
     else:
-        lines += [f"  ce = cudaMemsetAsync(hs, 0, {L * state * 4}, stream);"]
-        lines.append("  if (ce != cudaSuccess) return (int)ce;")
+        lines += check(f"cudaMemsetAsync(hs, 0, {L * state * 4}, stream)")
     if s.mode == "lstm":
         if s.has_c0:
             lines += copy("cs", "c0", L * state * 4)
         else:
-            lines += [f"  ce = cudaMemsetAsync(cs, 0, {L * state * 4}, stream);"]
-            lines.append("  if (ce != cudaSuccess) return (int)ce;")
+            lines += check(f"cudaMemsetAsync(cs, 0, {L * state * 4}, stream)")
     picks = "last_picks" if outs.picks else "no_picks"
     seq = "seq_out" if outs.seq is not None else "nullptr"
     flags = f"{MODES[s.mode]}, {'true' if s.bias else 'false'}, "
-    flags += "true" if s.batch_first else "false"
+    flags += ("true" if s.batch_first else "false") + (", true" if fused else ", false")
     lines += [
         f"  // layer 0: input projection of all {T} steps in one GEMM",
         f"  st = cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {T * B}, {IN}, &one, w_ih_l0, "
@@ -596,22 +646,38 @@ def _wave_body(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int]) -> list[str]
         f"  for (int k = 0; k < {T + L - 1}; ++k) {{",
         f"    const int lo = k - {T - 1} > 0 ? k - {T - 1} : 0;",
         f"    const int hi = k < {L - 1} ? k : {L - 1};",
-        "    // hidden side of every active layer: h_(l,t-1) W_hh_l^T",
-        f"    st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
-        f"whh + (long long)lo * {GH * H}, CUDA_R_32F, {H}, {GH * H}LL, hs + lo * {state}, "
-        f"CUDA_R_32F, {H}, {state}LL, &zero, hg + (long long)lo * {B * GH}, CUDA_R_32F, {GH}, "
-        f"{B * GH}LL, hi - lo + 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
-        "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
-        "    // input side of the active layers above layer 0: h_(l-1,t) W_ih_l^T",
-        "    const int l1 = lo > 1 ? lo : 1;",
-        "    if (hi >= l1) {",
-        f"      st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, "
-        f"&one, wih + (long long)(l1 - 1) * {GH * H}, CUDA_R_32F, {H}, {GH * H}LL, "
-        f"hs + (l1 - 1) * {state}, CUDA_R_32F, {H}, {state}LL, &zero, "
-        f"xgs + (long long)(l1 - 1) * {B * GH}, CUDA_R_32F, {GH}, {B * GH}LL, hi - l1 + 1, "
-        "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
-        "      if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
-        "    }",
+    ]
+    if fused:
+        lines += [
+            "    // both sides of every active layer: [h_(l-1,t), h_(l,t-1)] [W_ih_l | W_hh_l]^T",
+            f"    st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, "
+            f"{2 * H}, &one, wcat + (long long)lo * {GH * 2 * H}, CUDA_R_32F, {2 * H}, "
+            f"{GH * 2 * H}LL, hs + lo * {H}, CUDA_R_32F, {(L + 1) * H}, {H}LL, &zero, "
+            f"hg + (long long)lo * {B * GH}, CUDA_R_32F, {GH}, {B * GH}LL, hi - lo + 1, "
+            "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
+            "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+        ]
+    else:
+        lines += [
+            "    // hidden side of every active layer: h_(l,t-1) W_hh_l^T",
+            f"    st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, "
+            f"&one, whh + (long long)lo * {GH * H}, CUDA_R_32F, {H}, {GH * H}LL, "
+            f"hs + lo * {state}, CUDA_R_32F, {H}, {state}LL, &zero, "
+            f"hg + (long long)lo * {B * GH}, CUDA_R_32F, {GH}, {B * GH}LL, hi - lo + 1, "
+            "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
+            "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+            "    // input side of the active layers above layer 0: h_(l-1,t) W_ih_l^T",
+            "    const int l1 = lo > 1 ? lo : 1;",
+            "    if (hi >= l1) {",
+            f"      st = cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, "
+            f"&one, wih + (long long)(l1 - 1) * {GH * H}, CUDA_R_32F, {H}, {GH * H}LL, "
+            f"hs + (l1 - 1) * {state}, CUDA_R_32F, {H}, {state}LL, &zero, "
+            f"xgs + (long long)(l1 - 1) * {B * GH}, CUDA_R_32F, {GH}, {B * GH}LL, hi - l1 + 1, "
+            "CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);",
+            "      if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+            "    }",
+        ]
+    lines += [
         f"    stitch_rnn_wave<{flags}><<<stitch_grid((hi - lo + 1) * {state}LL, 256, 8), 256, "
         "0, stream>>>(",
         f"        {T}, {B}, {H}, {L}, k, lo, hi, xg0, xgs, hg, bih, bhh, hs, cs, {seq}, {picks});",
