@@ -16,10 +16,14 @@ _NAME = re.compile(r'load_cuda\(CUDA_SOURCE, name="(\w+)",\s*libraries=\(([^)]*)
 
 
 def _prebuild(folder: Path) -> None:
+    _prebuild_sources(folder, PROBLEMS)
+
+
+def _prebuild_sources(folder: Path, problems: dict[str, str]) -> None:
     from stitch_lsp.runtime import build_cuda
 
     jobs = []
-    for name, source in PROBLEMS.items():
+    for name, source in problems.items():
         cand = generate_for(write_problem(folder, name, source))
         if not cand.handled or not cand.source or not cand.cuda_source:
             continue
@@ -40,7 +44,10 @@ def _safe_build(build, source: str, name: str, libs: tuple[str, ...]) -> None:  
 def _prebuild_for_gpu(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from tests.conftest import gpu_reason
 
-    wants_gpu = any("gpu" in item.keywords for item in request.session.items)
+    wants_gpu = any(
+        "gpu" in item.keywords and "test_gpu_correctness" in item.nodeid
+        for item in request.session.items
+    )
     if wants_gpu and gpu_reason() is None:
         _prebuild(tmp_path_factory.mktemp("prebuild"))
     yield

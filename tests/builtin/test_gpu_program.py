@@ -15,6 +15,26 @@ from .test_program import BN_PROBLEM
 pytestmark = pytest.mark.gpu
 
 
+LEVEL3 = ["35_LSTM", "39_GRU", "8_ResNetBasicBlock"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prebuild(tmp_path_factory: pytest.TempPathFactory, kernelbench_dir: Path) -> None:
+    """Build every candidate of this module in parallel first (nvcc caches by content)."""
+    from tests.conftest import gpu_reason
+
+    if gpu_reason() is not None:
+        return
+    from .conftest import _prebuild_sources
+
+    folder = tmp_path_factory.mktemp("prebuild_program")
+    sources = {case.name: case.source() for case in CASES}
+    sources["bn_replay"] = BN_PROBLEM
+    for stem in LEVEL3:
+        sources["p" + stem] = (kernelbench_dir / "level3" / f"{stem}.py").read_text()
+    _prebuild_sources(folder, sources)
+
+
 def _flat(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
@@ -114,7 +134,7 @@ def test_moving_the_module_captures_again(tmp_path: Path) -> None:
     assert new is not old and new.mode == "replay" and new.captures == 1
 
 
-@pytest.mark.parametrize("stem", ["35_LSTM", "39_GRU", "8_ResNetBasicBlock"])
+@pytest.mark.parametrize("stem", LEVEL3)
 def test_level3_end_to_end(tmp_path: Path, kernelbench_dir: Path, stem: str) -> None:
     source = (kernelbench_dir / "level3" / f"{stem}.py").read_text()
     ref, model, model_new = _pair(tmp_path, "p" + stem, source)
