@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +22,22 @@ from stitch_lsp.agents.hardware import default_target
 from stitch_lsp.agents.llm import ChatClient
 from stitch_lsp.agents.prompts import render
 from stitch_lsp.config import Settings
-from stitch_lsp.models.agents import Attempt, FusionGroup, OpCost, Plan, ReferenceAnalysis
+from stitch_lsp.models.agents import (
+    Attempt,
+    FusionGroup,
+    OpCost,
+    Plan,
+    PlannerRequest,
+    ReferenceAnalysis,
+)
+from stitch_lsp.workers import WORKER_ENTRY_POINTS
+from stitch_lsp.workers.launch import (
+    WorkerCall,
+    WorkerError,
+    WorkerErrorKind,
+    WorkerLauncher,
+    run_worker,
+)
 
 _ANCHORS = re.compile(
     r"^(Linear|Bilinear|Conv\w*|ConvTranspose\w*|matmul|mm|bmm|addmm|baddbmm|einsum|linear|conv\w*|"
@@ -68,41 +80,28 @@ def analyze_reference(
     profile: bool = False,
     cancel: threading.Event | None = None,
     timeout_s: float = 300.0,
+    launcher: WorkerLauncher | None = None,
 ) -> ReferenceAnalysis:
-    """Run the torch worker on `reference`; raise PlannerError with its stderr when it fails."""
-    python = settings.python_for_workers or sys.executable
-    reference = Path(reference).resolve()  # the worker runs in the reference's folder
-    with tempfile.TemporaryDirectory(prefix="stitch-plan-") as tmp:
-        out = Path(tmp) / "analysis.json"
-        cmd = [python, "-m", "stitch_lsp.agents.planner_worker", str(reference), "--out", str(out)]
-        if profile:
-            cmd.append("--profile")
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=reference.parent
-        )
-        stderr = _wait(proc, cancel, timeout_s)
-        if proc.returncode != 0 or not out.exists():
-            tail = "\n".join(stderr.strip().splitlines()[-6:])
-            raise PlannerError(
-                f"planner analysis of {reference.name} failed: {tail or proc.returncode}"
-            )
-        return ReferenceAnalysis.model_validate_json(out.read_text(encoding="utf-8"))
-
-
-def _wait(proc: subprocess.Popen[str], cancel: threading.Event | None, timeout_s: float) -> str:
-    waited = 0.0
-    while True:
-        try:
-            _, err = proc.communicate(timeout=0.2)
-            return err or ""
-        except subprocess.TimeoutExpired:
-            waited += 0.2
-            if (cancel is not None and cancel.is_set()) or waited > timeout_s:
-                proc.kill()
-                proc.communicate()
-                if cancel is not None and cancel.is_set():
-                    raise PlannerError("cancelled") from None
-                raise PlannerError(f"planner analysis took longer than {timeout_s:g} s") from None
+    """Run the torch worker on `reference`; raise PlannerError with its output when it fails."""
+    reference = Path(reference).resolve()
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["planner"],
+        request=PlannerRequest(reference=str(reference), profile=profile),
+        result=ReferenceAnalysis,
+        timeout_s=timeout_s,
+        python=settings.python_for_workers,
+        label="the planner's analysis",
+    )
+    try:
+        return run_worker(call, cancel, launcher).result
+    except WorkerError as exc:
+        if exc.kind is WorkerErrorKind.cancelled:
+            raise PlannerError("cancelled") from None
+        if exc.kind is WorkerErrorKind.timeout:
+            raise PlannerError(f"planner analysis took longer than {timeout_s:g} s") from None
+        lines = [ln for ln in exc.log_tail.strip().splitlines() if ln.strip()]
+        tail = "\n".join(lines[-6:]) or exc.message
+        raise PlannerError(f"planner analysis of {reference.name} failed: {tail}") from None
 
 
 def plan_from_analysis(analysis: ReferenceAnalysis) -> Plan:

@@ -1,17 +1,15 @@
-"""Planner analysis worker: `python -m stitch_lsp.agents.planner_worker REF.py --out A.json
-[--profile]`.
+"""The planner's analysis worker (`stitch_lsp.agents.planner_worker`): a `PlannerRequest` in, a
+`ReferenceAnalysis` out.
 
 Runs where torch is (never inside the language server). It traces the reference `Model` with
 torch.fx on fake tensors (so KernelBench's multi-GB sizes cost nothing), counts FLOPs and bytes
-per node, and computes the roofline floor on the target GPU. With `--profile` and a CUDA GPU it
+per node, and computes the roofline floor on the target GPU. With `profile` set and a CUDA GPU it
 also runs the real model: eager time, time per fx node (CUDA events) and the top kernels from
-torch.profiler. It writes a `ReferenceAnalysis` as JSON to `--out`; the reference's own prints
-go to stderr.
+torch.profiler. The reference's own prints go to stderr.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import operator
@@ -25,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from stitch_lsp.agents.hardware import default_target, spec_for
-from stitch_lsp.models.agents import HardwareSpec, KernelTime, OpCost, ReferenceAnalysis, TensorMeta
+from stitch_lsp.models.agents import (
+    HardwareSpec,
+    KernelTime,
+    OpCost,
+    PlannerRequest,
+    ReferenceAnalysis,
+    TensorMeta,
+)
+from stitch_lsp.workers.entry import read_request
 
 # Ops that only change the view of a tensor: no work, no traffic when fused.
 _VIEWS = {
@@ -374,23 +380,16 @@ def _time_nodes(gm: Any, model: Any, inputs: list[Any], analysis: ReferenceAnaly
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stitch_lsp.agents.planner_worker")
-    parser.add_argument("reference", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--profile", action="store_true", help="time the reference on the GPU")
-    args = parser.parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    request, out = read_request(args, PlannerRequest, "stitch_lsp.agents.planner_worker")
     warnings.filterwarnings("ignore")
     try:
-        analysis = analyze(args.reference, profile=args.profile)
+        analysis = analyze(Path(request.reference), profile=request.profile)
     except SystemExit:
         raise
     except BaseException as exc:
         traceback.print_exc(file=sys.stderr)
         print(f"planner analysis failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    args.out.write_text(analysis.model_dump_json(), encoding="utf-8")
+    out.save(analysis)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -116,24 +116,40 @@ def describe_timelines(report: object) -> str | None:
     return "\n".join(lines) or None
 
 
-def profile_candidate(path: Path, settings: Settings) -> tuple[str | None, list[str]]:
-    """ncu on the candidate's own kernels: a one-line summary and the top hints (or why not)."""
-    from stitch_lsp.models.profile import ProfileRequest
-    from stitch_lsp.profile.runner import run_profile
-    from stitch_lsp.profile.summary import top_hints
+def profile_candidate(
+    path: Path, settings: Settings, *, cancel: threading.Event | None = None
+) -> tuple[str | None, list[str]]:
+    """ncu on the candidate's own kernels: a one-line summary and the top hints (or why not).
 
-    run = run_profile(
-        ProfileRequest(
-            path=str(path),
-            class_name="ModelNew",
-            ncu_path=settings.ncu_path,
-            sections=list(settings.ncu_sections),
-            full_set=settings.ncu_full_set,
-            launch_count=4,
-            python=settings.python_for_workers,
-            timeout_s=min(settings.verify_timeout_s, 300.0),
-        )
+    It runs in the profile worker, like every profile: ncu_report is native code and never
+    loads in the calling process (which may be the language server)."""
+    from stitch_lsp.models.profile import ProfileRequest, ProfileRun
+    from stitch_lsp.profile.summary import top_hints
+    from stitch_lsp.workers import WORKER_ENTRY_POINTS
+    from stitch_lsp.workers.launch import WorkerCall, WorkerError, run_worker
+
+    timeout_s = min(settings.verify_timeout_s, 300.0)
+    request = ProfileRequest(
+        path=str(path),
+        class_name="ModelNew",
+        ncu_path=settings.ncu_path,
+        sections=list(settings.ncu_sections),
+        full_set=settings.ncu_full_set,
+        launch_count=4,
+        python=settings.python_for_workers,
+        timeout_s=timeout_s,
     )
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["profile"],
+        request=request,
+        result=ProfileRun,
+        timeout_s=timeout_s + 60,
+        label="the profile worker",
+    )
+    try:
+        run = run_worker(call, cancel).result
+    except WorkerError as exc:
+        return f"not profiled: {exc.message}", []
     if not run.ok or run.report is None or not run.report.kernels:
         return f"not profiled: {run.error or 'no kernels in the report'}", []
     kernels = sorted(run.report.kernels, key=lambda k: -(k.duration_ns or 0.0))
@@ -196,7 +212,7 @@ class StitchVerifier:
         with tempfile.TemporaryDirectory(prefix="stitch-profile-") as tmp:
             path = Path(tmp) / "candidate.py"
             path.write_text(with_reference_inputs(candidate, reference), encoding="utf-8")
-            return profile_candidate(path, self.settings)
+            return profile_candidate(path, self.settings, cancel=cancel)
 
 
 def with_reference_inputs(candidate: str, reference: Path) -> str:

@@ -66,6 +66,13 @@ class KernelTime(BaseModel):
     calls: int
 
 
+class PlannerRequest(BaseModel):
+    """What the planner's torch worker analyses: one reference file, optionally timed on the GPU."""
+
+    reference: str
+    profile: bool = False
+
+
 class ReferenceAnalysis(BaseModel):
     """Deterministic facts about the reference, computed in a torch worker."""
 

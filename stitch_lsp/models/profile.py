@@ -7,8 +7,9 @@ machine); `stitch_lsp.profile.mapping` turns them into workspace files and lines
 from __future__ import annotations
 
 from enum import Enum
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, RootModel
 
 
 class Bottleneck(str, Enum):
@@ -153,6 +154,7 @@ class ProfileErrorKind(str, Enum):
 class ProfileRequest(BaseModel):
     """What the profile worker is asked to do."""
 
+    kind: Literal["profile"] = "profile"
     path: str = Field(description="a .py file (KernelBench format) or a .cu file with main()")
     class_name: str | None = Field(
         None, description="ModelNew or Model; default: ModelNew if present"
@@ -168,6 +170,19 @@ class ProfileRequest(BaseModel):
     report_dir: str | None = Field(None, description="where to keep the .ncu-rep; default: temp")
     timeout_s: float = 600.0
     nvcc_flags: list[str] = Field(default_factory=list)
+
+
+class ReportRequest(BaseModel):
+    """Read an existing `.ncu-rep` (no GPU, no user code): the profile worker's other job."""
+
+    kind: Literal["read"] = "read"
+    report: str
+
+
+class ProfileWorkerRequest(
+    RootModel[Annotated[ProfileRequest | ReportRequest, Field(discriminator="kind")]]
+):
+    """Either job of the profile worker, told apart by `kind`."""
 
 
 class ProfileRun(BaseModel):

@@ -1,6 +1,6 @@
 """Run a file under Nsight Compute and read the report: the body of the profile worker.
 
-No torch here: for a `.py` file ncu runs `python -m stitch_lsp.profile.target` (which imports
+No torch here: for a `.py` file ncu runs the `stitch_lsp.profile.target` worker (which imports
 torch in its own process); for a `.cu` file with `main` we build it with `nvcc -lineinfo` and
 profile the binary. Every failure becomes a `ProfileRun` with a kind and a message that says
 what to do, never an exception.
@@ -12,12 +12,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from stitch_lsp.models.profile import ProfileErrorKind, ProfileRequest, ProfileRun
+from stitch_lsp.workers import WORKER_ENTRY_POINTS
+from stitch_lsp.workers.launch import worker_command, worker_environment
 
 NCU_PERMISSION_HELP = (
     "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM). Either run the profile "
@@ -148,19 +149,17 @@ def _tail(text: str, n: int = 4000) -> str:
 
 
 def _worker_env() -> dict[str, str]:
-    """The target's environment: stitch_lsp importable, and nvcc adding line info.
+    """The target's environment: the workers' one, with nvcc adding line info.
 
     nvcc appends NVCC_APPEND_FLAGS to every compile, so an extension that the file builds with
     load_inline gets `-lineinfo` even when its own flags lack it; without line info the report
     has no source lines to put findings on. (torch's extension cache does not see this flag: an
     extension built earlier without it is reused as it is.)
     """
-    env = dict(os.environ)
-    pkg_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-    if "-lineinfo" not in env.get("NVCC_APPEND_FLAGS", ""):
-        env["NVCC_APPEND_FLAGS"] = (env.get("NVCC_APPEND_FLAGS", "") + " -lineinfo").strip()
-    return env
+    flags = os.environ.get("NVCC_APPEND_FLAGS", "")
+    if "-lineinfo" not in flags:
+        flags = (flags + " -lineinfo").strip()
+    return worker_environment({"NVCC_APPEND_FLAGS": flags})
 
 
 def run_profile(req: ProfileRequest) -> ProfileRun:
@@ -230,10 +229,9 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
             )
         target, from_start = [str(binary)], True
     elif path.suffix == ".py":
-        python = req.python or sys.executable
-        target = [python, "-m", "stitch_lsp.profile.target", str(path)]
-        if req.class_name:
-            target += ["--class", req.class_name]
+        args = [str(path), *(["--class", req.class_name] if req.class_name else [])]
+        # Isolated like every worker: the file's folder is never on its import path.
+        target = worker_command(req.python, WORKER_ENTRY_POINTS["profile-target"], args)
         from_start = False
         # Import once outside ncu: load_inline builds (tens of seconds) then run at full speed,
         # and a build error is reported as one, not as a profiling failure.

@@ -20,7 +20,8 @@ def _load_module(path: Path) -> Any:
     if spec is None or spec.loader is None:
         raise SystemExit(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
+    # By path only: the file's folder stays off sys.path, so nothing beside it (a `torch.py`)
+    # is imported in place of a library.
     spec.loader.exec_module(module)
     return module
 

@@ -6,8 +6,9 @@ So: one queue per GPU with at most one running job each; a new job with the same
 (e.g. `(uri, "verify")`) supersedes the old one; a job whose document changed since it was
 queued is cancelled; progress goes through a pluggable sink (LSP work-done progress in the
 server, cancellable from the editor); results are cached by a content hash and reused when the
-file returns to an earlier content. Workers are subprocesses started in their own process group
-so that a cancel kills the whole tree (nvcc, ncu, the Python worker and its children). In an
+file returns to an earlier content. Workers go through the one launcher
+(`stitch_lsp.workers.launch`): their own process group, so a cancel kills the whole tree (nvcc,
+ncu, the Python worker and its children). In an
 untrusted workspace, jobs that run the user's code (every GPU job, and CPU jobs marked
 `executes_code=True`) are refused with a clear message, whatever feature asked for them.
 
@@ -18,7 +19,7 @@ Usage from a feature module:
     outcome = await server.jobs.submit(spec).wait()
 
 `run` receives a `JobContext`: `ctx.device`, `ctx.report(...)`, `ctx.cancel_event`
-(a threading.Event for blocking code), `await ctx.run_process(argv, ...)` and
+(a threading.Event for blocking code), `await ctx.run_worker(call)` and
 `await ctx.run_blocking(fn, ...)`.
 """
 
@@ -30,8 +31,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
-import signal
 import threading
 import time
 from collections import OrderedDict, deque
@@ -42,6 +41,13 @@ from enum import Enum
 from typing import Any, Protocol
 
 from stitch_lsp.server.devices import no_gpu_message
+from stitch_lsp.workers.launch import (
+    ResT,
+    WorkerCall,
+    WorkerLauncher,
+    WorkerReply,
+    default_launcher,
+)
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +79,6 @@ class JobOutcome:
     @property
     def ok(self) -> bool:
         return self.state in (JobState.done, JobState.cached)
-
-
-@dataclass
-class ProcessResult:
-    returncode: int | None
-    stdout: bytes
-    stderr: bytes
-    timed_out: bool = False
-    cancelled: bool = False
 
 
 @dataclass
@@ -152,37 +149,10 @@ class JobContext:
     def report(self, message: str, percentage: int | None = None) -> None:
         self._scheduler._report(self.job, message, percentage)
 
-    async def run_process(
-        self,
-        argv: list[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        stdin: bytes | None = None,
-        timeout_s: float | None = None,
-    ) -> ProcessResult:
-        """Run a worker in its own process group; cancel or timeout kills the whole group."""
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        self.job.processes.add(proc)
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout_s)
-            return ProcessResult(proc.returncode, out, err)
-        except asyncio.TimeoutError:
-            await _kill_group(proc)
-            return ProcessResult(proc.returncode, b"", b"", timed_out=True)
-        except asyncio.CancelledError:
-            await _kill_group(proc)
-            raise
-        finally:
-            self.job.processes.discard(proc)
+    async def run_worker(self, call: WorkerCall[ResT]) -> WorkerReply[ResT]:
+        """Run a worker through the scheduler's launcher. Cancelling the job stops it (its whole
+        process group); failures raise `WorkerError`."""
+        return await self.run_blocking(self._scheduler.launcher.run, call, self.cancel_event)
 
     async def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run blocking code in the executor; the device stays reserved until it returns."""
@@ -196,20 +166,6 @@ class JobContext:
                 self.job.threads.discard(fut)
 
 
-async def _kill_group(proc: asyncio.subprocess.Process, grace_s: float = 2.0) -> None:
-    """SIGTERM the worker's process group, then SIGKILL what is left after a grace period."""
-    if proc.returncode is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        try:
-            await asyncio.wait_for(proc.wait(), grace_s)
-            return
-        except asyncio.TimeoutError:
-            continue
-
-
 _ids = itertools.count(1)
 
 
@@ -221,7 +177,6 @@ class Job:
     device: str | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str = ""
-    processes: set[asyncio.subprocess.Process] = field(default_factory=set)
     threads: set[asyncio.Future[Any]] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
     future: asyncio.Future[JobOutcome] = field(
@@ -256,6 +211,7 @@ class JobScheduler:
         cache_size: int = 256,
         cpu_slots: int = 2,
         thread_grace_s: float = 30.0,
+        launcher: WorkerLauncher | None = None,
     ) -> None:
         self.devices: list[str] = list(devices)
         self.progress = progress
@@ -264,6 +220,7 @@ class JobScheduler:
         self.may_execute = may_execute
         self.executor = executor
         self.thread_grace_s = thread_grace_s
+        self.launcher: WorkerLauncher = launcher or default_launcher()
         self._queues: dict[str, deque[Job]] = {d: deque() for d in self.devices}
         self._running: dict[str, Job | None] = {d: None for d in self.devices}
         self._runners: dict[str, asyncio.Task[None]] = {}
@@ -371,12 +328,6 @@ class JobScheduler:
     def active_jobs(self) -> list[Job]:
         return [j for j in self._active.values() if not j.finished]
 
-    def running_on(self, device: str) -> Job | None:
-        return self._running.get(device)
-
-    def queued_on(self, device: str) -> list[Job]:
-        return list(self._queues.get(device, ()))
-
     async def shutdown(self) -> None:
         """Cancel everything and wait for workers to be gone (server exit)."""
         for job in list(self._active.values()):
@@ -391,10 +342,7 @@ class JobScheduler:
         no worker may outlive the server."""
         for job in list(self._active.values()):
             job.cancel_event.set()
-            for proc in list(job.processes):
-                if proc.returncode is None:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
+        self.launcher.kill_all()
 
     # ---- internals --------------------------------------------------------------------------
 
@@ -502,9 +450,8 @@ class JobScheduler:
         self._finish(job, outcome)
 
     async def _release(self, job: Job) -> None:
-        """Before the device takes the next job, make sure this one's workers are really gone."""
-        for proc in list(job.processes):
-            await _kill_group(proc)
+        """Before the device takes the next job, make sure this one's workers are really gone
+        (a worker's thread returns only once its process group has ended)."""
         pending = [t for t in job.threads if not t.done()]
         if pending:
             _, still = await asyncio.wait(pending, timeout=self.thread_grace_s)

@@ -140,15 +140,16 @@ def fastcuda_failure(exc: CudaBuildError, document: Path) -> BuildFailure:
 
 
 def import_file(path: Path, module_name: str) -> types.ModuleType:
-    """Import a Python file as a fresh module (its folder first on sys.path, like a script)."""
+    """Import a Python file, by path, as a fresh module.
+
+    Its folder is not put on sys.path: the worker imports exactly this file, and a file beside
+    it named like a library (`torch.py`, `triton.py`) is never imported in its place.
+    """
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    folder = str(path.parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
     spec.loader.exec_module(module)
     return module
 

@@ -1,18 +1,14 @@
 """Server-side half of the Verifier: static checks, then one worker process per candidate.
 
-Torch-free. The worker runs in its own session (process group) so a timeout or a cancel kills
-the candidate and anything it spawned; the request and the result travel as JSON files (the
-candidate owns stdout and stderr, which we keep only as a log tail).
+Torch-free. The worker goes through the one launcher (`stitch_lsp.workers.launch`): its own
+process group, so a timeout or a cancel kills the candidate and anything it spawned; the
+request and the result travel as JSON files (the candidate owns stdout and stderr, which we keep
+only as a log tail).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,9 +17,16 @@ from stitch_lsp.config import Settings
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
 from stitch_lsp.verify.devices import visible_gpus
+from stitch_lsp.workers import WORKER_ENTRY_POINTS
+from stitch_lsp.workers.launch import (
+    WorkerCall,
+    WorkerError,
+    WorkerErrorKind,
+    WorkerLauncher,
+)
+from stitch_lsp.workers.launch import run_worker as run_launched
 
 LOG_TAIL_CHARS = 6000
-KILL_GRACE_S = 5.0
 
 
 def static_findings(reference: Path, candidate: Path, settings: Settings) -> list[Finding] | None:
@@ -63,6 +66,7 @@ def verify(
     compare_compile: bool = True,
     exploit_checks: bool = True,
     extra_baselines: bool | None = None,
+    launcher: WorkerLauncher | None = None,
 ) -> VerifyResult:
     """Verify `candidate` (its ModelNew) against `reference` (its Model). Never raises for a bad
     candidate: every outcome is a VerifyResult with a status. `extra_baselines` None: the
@@ -93,7 +97,7 @@ def verify(
 
     gpus = visible_gpus()
     chosen = device or settings.device
-    env = dict(os.environ)
+    env: dict[str, str] = {}
     worker_device: str | None = None
     if not compile_only and gpus:
         chosen = chosen or gpus[0]
@@ -123,14 +127,14 @@ def verify(
         extra_baselines=settings.extra_baselines if extra_baselines is None else extra_baselines,
         exploit_checks=exploit_checks,
     )
-    python = settings.python_for_workers or sys.executable
     result = run_worker(
         request,
-        python=python,
+        python=settings.python_for_workers,
         env=env,
         timeout_s=timeout_s or settings.verify_timeout_s,
         cancel=cancel,
         cwd=candidate.parent,
+        launcher=launcher,
     )
     result.device = worker_device and chosen
     result.diagnostics = statics + result.diagnostics
@@ -151,123 +155,88 @@ def _physical_index(index: int) -> str:
 def run_worker(
     request: VerifyRequest,
     *,
-    python: str,
-    env: dict[str, str],
+    python: str | None,
+    env: dict[str, str] | None = None,
     timeout_s: float,
     cancel: threading.Event | None = None,
     cwd: Path | None = None,
+    launcher: WorkerLauncher | None = None,
 ) -> VerifyResult:
-    """Run one worker process; turn every way it can end into a VerifyResult."""
-    with tempfile.TemporaryDirectory(prefix="stitch-verify-") as tmp:
-        req_path = Path(tmp) / "request.json"
-        res_path = Path(tmp) / "result.json"
-        log_path = Path(tmp) / "worker.log"
-        req_path.write_text(request.model_dump_json())
-        env = dict(env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        # The worker imports stitch_lsp from wherever this process found it.
-        pkg_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
-        started = time.perf_counter()
-        with open(log_path, "wb") as log:
-            try:
-                proc = subprocess.Popen(
-                    [python, "-m", "stitch_lsp.verify.worker", str(req_path), str(res_path)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                    cwd=str(cwd) if cwd else None,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                return VerifyResult(
-                    status=VerifyStatus.runtime_error,
-                    message=f"cannot start the worker ({python}): {exc}",
-                    reference=request.reference,
-                    candidate=request.candidate,
-                )
-            ended = _wait(proc, timeout_s, cancel)
-        elapsed = time.perf_counter() - started
-        log_tail = _tail(log_path)
-        result = _read_result(res_path, request)
-        result.log_tail = (result.log_tail + "\n" + log_tail).strip()[-LOG_TAIL_CHARS:]
-        finished = result.phase == "done"
-        if ended == "timeout":
-            result.status = VerifyStatus.timeout
-            result.message = (
-                f"timed out after {timeout_s:.0f} s in phase '{result.phase}' "
-                "(hung kernel or endless loop?); the worker was killed"
-            )
-        elif ended == "cancelled":
-            result.status = VerifyStatus.runtime_error
-            result.message = "cancelled"
-        elif not finished:
-            code = proc.returncode
-            how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            result.status = VerifyStatus.runtime_error
-            result.message = (
-                f"the worker {how} during phase '{result.phase}' (crash, os._exit or fault "
-                "in the candidate)"
-            )
-        if ended != "exited" or not finished:
-            result.diagnostics.append(
-                Finding(
-                    path=request.candidate,
-                    line=1,
-                    severity=Severity.error,
-                    code=f"stitch.{result.status.value.replace('_', '-')}",
-                    message=result.message,
-                    source="stitch-verify",
-                )
-            )
-        result.wall_seconds = elapsed
-        return result
+    """Run one verify worker; turn every way it can end into a VerifyResult.
 
-
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None) -> str:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            proc.wait(timeout=0.1)
-            _kill_group(proc)  # anything the candidate left running in its group
-            return "exited"
-        except subprocess.TimeoutExpired:
-            pass
-        if cancel is not None and cancel.is_set():
-            _kill_group(proc)
-            return "cancelled"
-        if time.monotonic() > deadline:
-            _kill_group(proc)
-            return "timeout"
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=KILL_GRACE_S)
-
-
-def _tail(path: Path) -> str:
+    `env` holds overrides of the worker environment (CUDA_VISIBLE_DEVICES). The worker runs in
+    the candidate's folder (relative `load(sources=...)` paths resolve as in a script run from
+    there), but that folder is never on its import path.
+    """
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["verify"],
+        request=request,
+        result=VerifyResult,
+        timeout_s=timeout_s,
+        python=python,
+        env=env or {},
+        cwd=cwd,
+        label="the verify worker",
+    )
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - LOG_TAIL_CHARS))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _read_result(path: Path, request: VerifyRequest) -> VerifyResult:
-    try:
-        return VerifyResult.model_validate_json(path.read_text())
-    except (OSError, ValueError):
-        return VerifyResult(
-            status=VerifyStatus.runtime_error,
-            message="the worker wrote no result",
-            reference=request.reference,
-            candidate=request.candidate,
-            phase="start",
+        reply = run_launched(call, cancel, launcher)
+    except WorkerError as exc:
+        return _failed(request, exc, timeout_s)
+    result = reply.result
+    result.log_tail = (result.log_tail + "\n" + reply.log_tail).strip()[-LOG_TAIL_CHARS:]
+    if result.phase != "done":  # the candidate ended the process itself (os._exit(0))
+        result.status = VerifyStatus.runtime_error
+        result.message = (
+            f"the worker exited with code 0 during phase '{result.phase}' (crash, os._exit or "
+            "fault in the candidate)"
         )
+        result.diagnostics.append(_run_finding(request, result))
+    result.wall_seconds = reply.seconds
+    return result
+
+
+def _failed(request: VerifyRequest, exc: WorkerError, timeout_s: float) -> VerifyResult:
+    """A worker that did not finish: say how far it got, from the result it saved last."""
+    partial = exc.partial if isinstance(exc.partial, VerifyResult) else None
+    result = partial or VerifyResult(
+        status=VerifyStatus.runtime_error,
+        message="the worker wrote no result",
+        reference=request.reference,
+        candidate=request.candidate,
+        phase="start",
+    )
+    result.log_tail = (result.log_tail + "\n" + exc.log_tail).strip()[-LOG_TAIL_CHARS:]
+    if exc.kind is WorkerErrorKind.timeout:
+        result.status = VerifyStatus.timeout
+        result.message = (
+            f"timed out after {timeout_s:.0f} s in phase '{result.phase}' "
+            "(hung kernel or endless loop?); the worker was killed"
+        )
+    elif exc.kind is WorkerErrorKind.cancelled:
+        result.status = VerifyStatus.runtime_error
+        result.message = "cancelled"
+    elif exc.kind is WorkerErrorKind.cannot_start:
+        result.status = VerifyStatus.runtime_error
+        result.message = exc.message.replace("the verify worker", "the worker")
+    else:
+        code = exc.returncode or 0
+        how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        result.status = VerifyStatus.runtime_error
+        result.message = (
+            f"the worker {how} during phase '{result.phase}' (crash, os._exit or fault "
+            "in the candidate)"
+        )
+    result.diagnostics.append(_run_finding(request, result))
+    result.wall_seconds = exc.seconds
+    return result
+
+
+def _run_finding(request: VerifyRequest, result: VerifyResult) -> Finding:
+    return Finding(
+        path=request.candidate,
+        line=1,
+        severity=Severity.error,
+        code=f"stitch.{result.status.value.replace('_', '-')}",
+        message=result.message,
+        source="stitch-verify",
+    )

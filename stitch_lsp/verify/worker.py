@@ -1,4 +1,4 @@
-"""The Verifier's worker: `python -m stitch_lsp.verify.worker REQUEST.json RESULT.json`.
+"""The Verifier's worker (`stitch_lsp.verify.worker`, started by `stitch_lsp.workers.launch`).
 
 It runs in its own process (a fresh CUDA context per candidate) and writes its result to a
 file after every phase, so that when the candidate kills the process (a fault, os._exit, a
@@ -35,6 +35,7 @@ from stitch_lsp.verify.loading import (
     watch_torch_builds,
 )
 from stitch_lsp.verify.source_map import definition_line
+from stitch_lsp.workers.entry import read_request
 
 
 class Worker:
@@ -219,11 +220,8 @@ def _empty_timing() -> TimingReport:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m stitch_lsp.verify.worker REQUEST.json RESULT.json", file=sys.stderr)
-        return 2
-    request = VerifyRequest.model_validate_json(Path(args[0]).read_text())
-    worker = Worker(request, Path(args[1]))
+    request, out = read_request(args, VerifyRequest, "stitch_lsp.verify.worker")
+    worker = Worker(request, out.path)
     worker.save()
     worker.run()
     sys.stdout.flush()

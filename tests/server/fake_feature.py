@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -19,6 +18,7 @@ from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.server.app import StitchServer
 from stitch_lsp.server.documents import OpenDocument
 from stitch_lsp.server.jobs import JobContext, JobSpec
+from tests.server.script_worker import script_call
 
 
 def register(server: StitchServer) -> None:
@@ -61,9 +61,9 @@ async def job_command(
 
     async def run(ctx: JobContext) -> int | None:
         ctx.report("sleeping", 10)
-        done = await ctx.run_process([sys.executable, "-c", script])
+        await ctx.run_worker(script_call(script, timeout_s=600))
         ctx.report("done", 100)
-        return done.returncode
+        return 0
 
     job = ls.jobs.submit(
         JobSpec(

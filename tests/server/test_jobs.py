@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Callable
 
@@ -17,6 +16,8 @@ from stitch_lsp.server.jobs import (
     JobState,
     content_key,
 )
+from stitch_lsp.workers.launch import WorkerError, WorkerErrorKind
+from tests.server.script_worker import script_call
 
 
 class RecordingProgress:
@@ -152,7 +153,7 @@ async def test_client_cancel_through_progress_kills_the_worker_process_group(tmp
     )
 
     async def run(ctx: JobContext):
-        return await ctx.run_process([sys.executable, "-c", script])
+        return await ctx.run_worker(script_call(script))
 
     job = sched.submit(JobSpec(kind="profile", uri="file:///k.cu", run=run))
     for _ in range(100):
@@ -241,17 +242,19 @@ async def test_failing_job_reports_error_and_server_side_keeps_going() -> None:
     assert ok.state is JobState.done
 
 
-async def test_process_timeout_kills_the_group() -> None:
+async def test_worker_timeout_kills_the_group() -> None:
     sched = JobScheduler(["cuda:0"])
 
     async def run(ctx: JobContext):
-        return await ctx.run_process(
-            [sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.3
-        )
+        call = script_call("import time; time.sleep(30)", timeout_s=0.3)
+        try:
+            await ctx.run_worker(call)
+        except WorkerError as exc:
+            return exc.kind
 
     outcome = await asyncio.wait_for(sched.submit(JobSpec(kind="x", run=run)).wait(), 10)
     assert outcome.state is JobState.done
-    assert outcome.result.timed_out
+    assert outcome.result is WorkerErrorKind.timeout
 
 
 @pytest.mark.parametrize("devices", [["cuda:0"], ["cuda:0", "cuda:1", "cuda:2"]])

@@ -1,15 +1,13 @@
 """The builtin coder: a deterministic generator of fused CUDA for PyTorch modules.
 
-`generate_candidate` is torch-free: it runs capture and codegen in a worker subprocess
-(`python -m stitch_lsp.agents.builtin.worker`), so the language server can call it directly.
+`generate_candidate` is torch-free: capture and codegen run in the builtin worker
+(`stitch_lsp.agents.builtin.worker`, through the one launcher), so the language server can call
+it directly.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,11 +19,12 @@ from stitch_lsp.models.codegen import (
     GenerateBatch,
     GenerateRequest,
 )
+from stitch_lsp.workers import WORKER_ENTRY_POINTS
+from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind, run_worker
 
 __all__ = ["BuiltinCandidate", "FusionGroup", "generate_candidate", "generate_candidates"]
 
 GENERATE_TIMEOUT_S = 300.0
-_PACKAGE_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _request(
@@ -38,32 +37,32 @@ def _request(
     )
 
 
-def _run_worker(payload: str, settings: Settings, timeout_s: float) -> tuple[str | None, str]:
-    """Run the torch worker on one request (or a batch). Returns (response JSON, error)."""
-    python = settings.python_for_workers or sys.executable
-    env = dict(os.environ)
-    env["CUDA_VISIBLE_DEVICES"] = ""  # capture runs on the meta device; keep GPUs free
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p
+def _run(
+    batch: GenerateBatch,
+    settings: Settings,
+    timeout_s: float,
+    cancel: threading.Event | None = None,
+) -> list[BuiltinCandidate]:
+    """Run the torch worker on a batch; a failed worker answers every item with why."""
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["builtin"],
+        request=batch,
+        result=CandidateBatch,
+        timeout_s=timeout_s,
+        python=settings.python_for_workers,
+        env={"CUDA_VISIBLE_DEVICES": ""},  # capture runs on the meta device; keep GPUs free
+        label="the builtin generator",
     )
-    with tempfile.TemporaryDirectory(prefix="stitch-builtin-") as tmp:
-        req_path, out_path = Path(tmp) / "request.json", Path(tmp) / "response.json"
-        req_path.write_text(payload)
-        cmd = [python, "-m", "stitch_lsp.agents.builtin.worker", str(req_path), str(out_path)]
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
-            )
-        except subprocess.TimeoutExpired:
-            return None, f"the builtin generator timed out after {timeout_s:.0f} s"
-        except OSError as exc:
-            return None, f"cannot start {python}: {exc}"
-        if not out_path.is_file():
-            tail = (proc.stderr or proc.stdout or "").strip().splitlines()[-5:]
-            return None, (
-                f"the builtin generator's worker exited with {proc.returncode}: " + " | ".join(tail)
-            )
-        return out_path.read_text(), ""
+    try:
+        return run_worker(call, cancel).result.items
+    except WorkerError as exc:
+        reason = exc.message
+        if exc.kind is WorkerErrorKind.timeout:
+            reason = f"the builtin generator timed out after {timeout_s:.0f} s"
+        elif exc.kind not in (WorkerErrorKind.cancelled, WorkerErrorKind.cannot_start):
+            tail = [ln for ln in exc.log_tail.strip().splitlines() if ln.strip()][-5:]
+            reason = f"the builtin generator's worker failed ({exc.message}): " + " | ".join(tail)
+        return [BuiltinCandidate(handled=False, reason=reason) for _ in batch.items]
 
 
 def generate_candidate(
@@ -73,6 +72,7 @@ def generate_candidate(
     reference_header: str | None = None,
     candidate_dir: Path | None = None,
     timeout_s: float = GENERATE_TIMEOUT_S,
+    cancel: threading.Event | None = None,
 ) -> BuiltinCandidate:
     """Generate a KernelBench-format candidate (ModelNew) for `reference`, or say why not.
 
@@ -82,11 +82,8 @@ def generate_candidate(
     reference = Path(reference).resolve()
     if not reference.is_file():
         return BuiltinCandidate(handled=False, reason=f"no such file: {reference}")
-    payload = _request(reference, reference_header, candidate_dir).model_dump_json()
-    text, error = _run_worker(payload, settings, timeout_s)
-    if text is None:
-        return BuiltinCandidate(handled=False, reason=error)
-    return BuiltinCandidate.model_validate_json(text)
+    batch = GenerateBatch(items=[_request(reference, reference_header, candidate_dir)])
+    return _run(batch, settings, timeout_s, cancel)[0]
 
 
 def generate_candidates(
@@ -101,7 +98,4 @@ def generate_candidates(
     if not refs:
         return []
     batch = GenerateBatch(items=[_request(r, None, candidate_dir) for r in refs])
-    text, error = _run_worker(batch.model_dump_json(), settings, timeout_s * len(refs))
-    if text is None:
-        return [BuiltinCandidate(handled=False, reason=error) for _ in refs]
-    return CandidateBatch.model_validate_json(text).items
+    return _run(batch, settings, timeout_s * len(refs))

@@ -1,7 +1,7 @@
-"""Torch-side entry point: `python -m stitch_lsp.agents.builtin.worker REQUEST.json RESPONSE.json`.
+"""The builtin coder's worker (`stitch_lsp.agents.builtin.worker`): a `GenerateBatch` in, a
+`CandidateBatch` out.
 
-Reads a GenerateRequest, writes a BuiltinCandidate. Capture runs on the meta device, so the
-worker needs torch but no GPU.
+Capture runs on the meta device, so the worker needs torch but no GPU.
 """
 
 from __future__ import annotations
@@ -16,20 +16,13 @@ from stitch_lsp.models.codegen import (
     GenerateBatch,
     GenerateRequest,
 )
+from stitch_lsp.workers.entry import read_request
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m stitch_lsp.agents.builtin.worker REQUEST.json RESPONSE.json")
-        return 2
-    text = Path(argv[0]).read_text()
-    out = Path(argv[1])
-    if '"items"' in text[:20]:
-        batch = GenerateBatch.model_validate_json(text)
-        results = CandidateBatch(items=[handle(r) for r in batch.items])
-        out.write_text(results.model_dump_json())
-        return 0
-    out.write_text(handle(GenerateRequest.model_validate_json(text)).model_dump_json())
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    batch, out = read_request(args, GenerateBatch, "stitch_lsp.agents.builtin.worker")
+    out.save(CandidateBatch(items=[handle(r) for r in batch.items]))
     return 0
 
 
@@ -49,7 +42,3 @@ def handle(request: GenerateRequest) -> BuiltinCandidate:
         return BuiltinCandidate(
             handled=False, reason=f"builtin coder failed: {type(exc).__name__}: {exc}\n{tb}"
         )
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,13 @@ from lsprotocol import types as lsp
 from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import KernelInfo, LaunchInfo, ModuleInfo
 from stitch_lsp.models.findings import Finding
-from stitch_lsp.models.profile import ProfileReport, ProfileRequest, ProfileResult, ProfileRun
+from stitch_lsp.models.profile import (
+    ProfileReport,
+    ProfileRequest,
+    ProfileResult,
+    ProfileRun,
+    ReportRequest,
+)
 from stitch_lsp.server.documents import text_hash
 
 if TYPE_CHECKING:
@@ -274,42 +279,36 @@ def apply_report(
     }
 
 
-async def _worker(
-    ls: StitchServer, ctx: JobContext | None, argv_tail: list[str], stdin: bytes | None
+async def _run_worker(
+    ls: StitchServer, ctx: JobContext, request: ProfileRequest | ReportRequest
 ) -> ProfileRun:
+    """The profile worker (ncu, or a report read) through the scheduler's launcher."""
     from stitch_lsp.models.profile import ProfileErrorKind
+    from stitch_lsp.workers import WORKER_ENTRY_POINTS
+    from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind
 
-    argv = [sys.executable, "-m", "stitch_lsp.profile.worker", *argv_tail]
-    env = dict(os.environ)
-    pkg_root = str(Path(__file__).resolve().parents[3])
-    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
-    if ctx is not None and ctx.device and ctx.device.startswith("cuda:"):
+    env: dict[str, str] = {}
+    if ctx.device and ctx.device.startswith("cuda:"):
         env["CUDA_VISIBLE_DEVICES"] = _physical_device(ctx.device)
-    timeout = ls.settings.verify_timeout_s + 60
-    if ctx is not None:
-        res = await ctx.run_process(argv, env=env, stdin=stdin, timeout_s=timeout)
-        rc, out, err, timed_out = res.returncode, res.stdout, res.stderr, res.timed_out
-    else:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            env=env,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
-        rc, timed_out = proc.returncode, False
-    if timed_out:
-        return ProfileRun(ok=False, error_kind=ProfileErrorKind.timeout, error="profile timed out")
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["profile"],
+        request=request,
+        result=ProfileRun,
+        timeout_s=ls.settings.verify_timeout_s + 60,
+        env=env,
+        label="the profile worker",
+    )
     try:
-        return ProfileRun.model_validate_json(out)
-    except ValueError:
-        tail = (err or b"").decode("utf-8", "replace")[-2000:]
+        return (await ctx.run_worker(call)).result
+    except WorkerError as exc:
+        if exc.kind is WorkerErrorKind.timeout:
+            return ProfileRun(ok=False, error_kind=ProfileErrorKind.timeout, error=exc.message)
+        tail = exc.log_tail.strip()
         return ProfileRun(
             ok=False,
             error_kind=ProfileErrorKind.failed,
-            error=f"the profile worker failed (exit code {rc}): {tail.strip()[-500:]}",
-            log_tail=tail,
+            error=f"{exc.message}: {tail[-500:]}" if tail else exc.message,
+            log_tail=tail[-2000:],
         )
 
 
@@ -326,7 +325,7 @@ async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> P
 
     async def run(ctx: JobContext) -> ProfileRun:
         ctx.report(f"reading {Path(report_path).name}")
-        return await _worker(ls, ctx, ["--read", report_path], None)
+        return await _run_worker(ls, ctx, ReportRequest(report=report_path))
 
     spec = JobSpec(
         kind="profile-read",
@@ -373,7 +372,7 @@ async def start_profile(
 
     async def run(ctx: JobContext) -> ProfileRun:
         ctx.report("building and running under Nsight Compute")
-        return await _worker(ls, ctx, [], req.model_dump_json().encode())
+        return await _run_worker(ls, ctx, req)
 
     spec = JobSpec(
         kind="profile",

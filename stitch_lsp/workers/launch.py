@@ -1,0 +1,335 @@
+"""The one way a process that touches torch or the GPU is started: request in, result out.
+
+`WorkerLauncher` is the interface (a remote executor implements the same `run`); `LocalLauncher`
+runs the worker as a local subprocess:
+
+- `python -E -B [-P] -c BOOTSTRAP` (see `worker_command`): no working folder and no
+  `PYTHONPATH` on `sys.path`, this copy of stitch_lsp loaded by path, the server's absolute
+  `PYTHONPATH` entries added back explicitly, and no `__pycache__` written beside user files;
+- the environment is built once, by `worker_environment`;
+- the request and the result travel as JSON files in a private folder (the worker's stdout and
+  stderr belong to the code it runs; they go to a log whose tail is kept);
+- the worker runs in its own session, so a timeout or a cancel ends its whole process group
+  (nvcc, ncu, the candidate and anything it spawned);
+- every way it can end badly becomes one `WorkerError` with a kind, the log tail and whatever
+  result the worker had written so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+LOG_TAIL_CHARS = 6000
+POLL_S = 0.1
+TERM_GRACE_S = 2.0
+KILL_GRACE_S = 5.0
+
+ROOT_ENV = "STITCH_WORKER_ROOT"
+"""The folder holding the `stitch_lsp` package the worker must load (the server's own copy)."""
+PATH_ENV = "STITCH_WORKER_PATH"
+"""Extra absolute import folders for workers: the server's own PYTHONPATH, made explicit."""
+
+# Runs before anything can be imported from the working folder: `sys` is built in, and the first
+# statement drops the '' entry that `-c` adds on Pythons without -P.
+BOOTSTRAP = """\
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+import importlib, importlib.util, os
+extra = [p for p in os.environ.get("STITCH_WORKER_PATH", "").split(os.pathsep) if os.path.isabs(p)]
+sys.path[:0] = [p for p in extra if p not in sys.path]
+root = os.environ.get("STITCH_WORKER_ROOT", "")
+if root:
+    pkg = os.path.join(root, "stitch_lsp")
+    spec = importlib.util.spec_from_file_location(
+        "stitch_lsp", os.path.join(pkg, "__init__.py"), submodule_search_locations=[pkg])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["stitch_lsp"] = module
+    spec.loader.exec_module(module)
+name, args = sys.argv[1], sys.argv[2:]
+sys.argv = [name, *args]
+sys.exit(importlib.import_module(name).main(args))
+"""
+
+ResT = TypeVar("ResT", bound=BaseModel)
+
+
+class WorkerErrorKind(str, Enum):
+    cannot_start = "cannot_start"
+    crashed = "crashed"
+    timeout = "timeout"
+    cancelled = "cancelled"
+    no_result = "no_result"
+
+
+class WorkerError(RuntimeError):
+    """A worker ended without a usable result. `partial` is the last result it wrote, if any
+    (a worker may save its progress, so the caller can say how far it got)."""
+
+    def __init__(
+        self,
+        kind: WorkerErrorKind,
+        message: str,
+        *,
+        returncode: int | None = None,
+        log_tail: str = "",
+        partial: BaseModel | None = None,
+        seconds: float = 0.0,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.returncode = returncode
+        self.log_tail = log_tail
+        self.partial = partial
+        self.seconds = seconds
+
+
+@dataclass(frozen=True)
+class WorkerCall(Generic[ResT]):
+    """One worker run: which module, the request, the result's type, and its limits."""
+
+    module: str
+    request: BaseModel
+    result: type[ResT]
+    timeout_s: float
+    python: str | None = None
+    """The interpreter (with torch) for the worker; None: the server's own."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Overrides on top of `worker_environment()` (e.g. CUDA_VISIBLE_DEVICES)."""
+    cwd: Path | None = None
+    """Working folder; None: the run's private folder. Never on sys.path either way."""
+    label: str = "worker"
+    """How messages name this worker: 'the verify worker'."""
+
+
+@dataclass(frozen=True)
+class WorkerReply(Generic[ResT]):
+    result: ResT
+    log_tail: str
+    seconds: float
+
+
+class WorkerLauncher(Protocol):
+    """Runs a worker to completion. Raises WorkerError for every way it can fail."""
+
+    def run(
+        self, call: WorkerCall[ResT], cancel: threading.Event | None = None
+    ) -> WorkerReply[ResT]: ...
+
+    def kill_all(self) -> None:
+        """Last resort at server exit: end every worker still running."""
+        ...
+
+
+def package_root() -> Path:
+    """The folder that holds the `stitch_lsp` package this process runs."""
+    return Path(__file__).resolve().parents[2]
+
+
+def worker_environment(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every worker: this process's, plus where stitch_lsp and the server's
+    PYTHONPATH entries are (workers ignore PYTHONPATH itself), plus `overrides`."""
+    env = {**os.environ, **(overrides or {})}
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if os.path.isabs(p)]
+    env[ROOT_ENV] = (overrides or {}).get(ROOT_ENV) or str(package_root())
+    env[PATH_ENV] = os.pathsep.join(extra)
+    return env
+
+
+def worker_command(python: str | None, module: str, args: list[str]) -> list[str]:
+    """The isolated command line that runs `module.main(args)` with `python`."""
+    exe = python or sys.executable
+    safe_path = ["-P"] if supports_safe_path(exe) else []
+    # -B: importing the user's file by path must not leave a __pycache__ beside it.
+    return [exe, "-E", "-u", "-B", *safe_path, "-c", BOOTSTRAP, module, *args]
+
+
+@cache
+def supports_safe_path(python: str) -> bool:
+    """Whether `python` takes -P (3.11+). Without it the bootstrap drops '' itself."""
+    if python == sys.executable:
+        return sys.version_info >= (3, 11)
+    try:
+        out = subprocess.run(
+            [python, "-E", "-c", "import sys; print(sys.version_info >= (3, 11))"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=tempfile.gettempdir(),
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.stdout.strip() == "True"
+
+
+class LocalLauncher:
+    """Workers as local subprocesses, each in its own process group."""
+
+    def __init__(self) -> None:
+        self._live: set[subprocess.Popen[bytes]] = set()
+        self._lock = threading.Lock()
+
+    def run(
+        self, call: WorkerCall[ResT], cancel: threading.Event | None = None
+    ) -> WorkerReply[ResT]:
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="stitch-worker-") as tmp:
+            folder = Path(tmp)
+            req_path, res_path, log_path = (
+                folder / "request.json",
+                folder / "result.json",
+                folder / "worker.log",
+            )
+            req_path.write_text(call.request.model_dump_json(), encoding="utf-8")
+            argv = worker_command(call.python, call.module, [str(req_path), str(res_path)])
+            with open(log_path, "wb") as log:
+                try:
+                    proc = subprocess.Popen(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=worker_environment(call.env),
+                        cwd=str(call.cwd or folder),
+                        start_new_session=True,
+                    )
+                except OSError as exc:
+                    raise WorkerError(
+                        WorkerErrorKind.cannot_start,
+                        f"cannot start {call.label} ({call.python or sys.executable}): {exc}",
+                    ) from exc
+                with self._lock:
+                    self._live.add(proc)
+                try:
+                    ended = _wait(proc, call.timeout_s, cancel)
+                finally:
+                    with self._lock:
+                        self._live.discard(proc)
+            seconds = time.perf_counter() - started
+            tail = _tail(log_path)
+            result, problem = _read_result(res_path, call.result)
+        if ended == "exited" and proc.returncode == 0 and result is not None:
+            return WorkerReply(result, tail, seconds)
+        kind, message = _failure(call, ended, proc.returncode, problem)
+        raise WorkerError(
+            kind,
+            message,
+            returncode=proc.returncode,
+            log_tail=tail,
+            partial=result,
+            seconds=seconds,
+        )
+
+    def kill_all(self) -> None:
+        with self._lock:
+            live = list(self._live)
+        for proc in live:
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _failure(
+    call: WorkerCall[ResT], ended: str, code: int | None, problem: str
+) -> tuple[WorkerErrorKind, str]:
+    if ended == "timeout":
+        return WorkerErrorKind.timeout, (
+            f"{call.label} timed out after {call.timeout_s:g} s and was stopped"
+        )
+    if ended == "cancelled":
+        return WorkerErrorKind.cancelled, "cancelled"
+    if code:
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        return WorkerErrorKind.crashed, f"{call.label} {how}"
+    return WorkerErrorKind.no_result, f"{call.label} wrote no result ({problem})"
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            proc.wait(timeout=POLL_S)
+            _signal_group(proc, signal.SIGKILL)  # anything it left running in its group
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel is not None and cancel.is_set():
+            _stop(proc)
+            return "cancelled"
+        if time.monotonic() > deadline:
+            _stop(proc)
+            return "timeout"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the group (ncu and nvcc clean up), SIGKILL whatever is left after a grace."""
+    _signal_group(proc, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=TERM_GRACE_S)
+    _signal_group(proc, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def _tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _read_result(path: Path, model: type[ResT]) -> tuple[ResT | None, str]:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None, "no result file"
+    try:
+        return TypeAdapter(model).validate_json(data), ""
+    except ValidationError as exc:
+        return None, f"unreadable result: {str(exc).splitlines()[0]}"
+
+
+_default: WorkerLauncher = LocalLauncher()
+
+
+def default_launcher() -> WorkerLauncher:
+    """The launcher every worker uses unless it is given another one."""
+    return _default
+
+
+def set_default_launcher(launcher: WorkerLauncher) -> WorkerLauncher:
+    """Use `launcher` (e.g. a remote executor) from now on; returns the previous one."""
+    global _default
+    previous, _default = _default, launcher
+    return previous
+
+
+def run_worker(
+    call: WorkerCall[ResT],
+    cancel: threading.Event | None = None,
+    launcher: WorkerLauncher | None = None,
+) -> WorkerReply[ResT]:
+    """Run `call` with `launcher` (default: the default launcher)."""
+    return (launcher or _default).run(call, cancel)
