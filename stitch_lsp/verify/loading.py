@@ -30,6 +30,7 @@ from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import BuildInfo
 from stitch_lsp.runtime import fastcuda
 from stitch_lsp.runtime.fastcuda import CompilerMessage, CudaBuildError, parse_compiler_output
+from stitch_lsp.verify.literals import NotLiteral, literal_value
 from stitch_lsp.verify.source_map import map_line
 
 # c10/cuda/impl/cuda_cmake_macros.h is generated when torch is built with CUDA; the CPU wheel
@@ -447,17 +448,20 @@ def _has_code(cpp_text: str) -> bool:
 # --------------------------------------------------------------------------- fastcuda, statically
 
 
-def static_inline_builds(module: types.ModuleType, document: Path, watch: BuildWatch) -> list[str]:
+def static_inline_builds(
+    module: types.ModuleType, document: Path, watch: BuildWatch, skipped: list[Finding]
+) -> list[str]:
     """Compile-only: `load_inline` calls the import did not reach (inside `__init__` or
-    `forward`) are made now, with their arguments evaluated in the module's namespace. Must run
-    inside `watch_torch_builds`, so the calls compile only."""
+    `forward`) are made now, with their arguments read as literals (see `literals`). A call
+    whose arguments need code to run is skipped and noted in `skipped`. Must run inside
+    `watch_torch_builds`, so the calls compile only."""
     try:
         import torch.utils.cpp_extension as cpp_ext
     except ImportError:
         return []
     done = {b.name for b in watch.builds}
     made: list[str] = []
-    for args, kwargs in _calls(document, vars(module), {"load_inline"}):
+    for args, kwargs in _calls(document, vars(module), {"load_inline"}, skipped):
         name = kwargs.get("name", args[0] if args else None)
         if not isinstance(name, str) or name in done:
             continue
@@ -468,13 +472,14 @@ def static_inline_builds(module: types.ModuleType, document: Path, watch: BuildW
 
 
 def _calls(
-    document: Path, namespace: dict[str, Any], names: set[str]
+    document: Path, namespace: dict[str, Any], names: set[str], skipped: list[Finding]
 ) -> Iterator[tuple[list[Any], dict[str, Any]]]:
-    """Arguments of every call to one of `names` in the file whose arguments evaluate in the
-    module's namespace (calls that use local variables are skipped)."""
+    """Arguments of every call to one of `names` in the file, read as literals or as names bound
+    to literal values in `namespace`. Nothing is evaluated: a call whose arguments need code to
+    run (a function call, an attribute, a local variable) is skipped and noted in `skipped`."""
     try:
         tree = ast.parse(document.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
+    except (OSError, SyntaxError, ValueError):
         return
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -484,28 +489,41 @@ def _calls(
         if fname not in names:
             continue
         try:
-            args = [_eval(a, namespace) for a in node.args]
-            kwargs = {k.arg: _eval(k.value, namespace) for k in node.keywords if k.arg}
-        except Exception:
+            args = [literal_value(a, namespace) for a in node.args]
+            kwargs = {k.arg: literal_value(k.value, namespace) for k in node.keywords if k.arg}
+            if any(k.arg is None for k in node.keywords):
+                raise NotLiteral(node, "**keyword unpacking")
+        except NotLiteral as exc:
+            skipped.append(
+                Finding(
+                    path=str(document),
+                    line=node.lineno,
+                    severity=Severity.information,
+                    code="stitch.static-build-skipped",
+                    message=(
+                        f"{fname}(...) was not built statically: its arguments are not literals "
+                        f"or names bound to literals ({exc}); nothing of it was run"
+                    ),
+                    source="stitch-verify",
+                )
+            )
             continue
         yield args, kwargs
 
 
-def _eval(node: ast.expr, namespace: dict[str, Any]) -> Any:
-    return eval(compile(ast.Expression(node), "<argument>", "eval"), namespace)
-
-
-def static_fastcuda_builds(module: types.ModuleType, document: Path) -> list[str]:
+def static_fastcuda_builds(
+    namespace: dict[str, Any], document: Path, skipped: list[Finding]
+) -> list[str]:
     """Build, with no GPU, what a candidate would build lazily on its first forward.
 
     Generated code calls `load_cuda(...)` inside `forward`. Without a GPU nothing runs, so we
-    evaluate the arguments of each `load_cuda`/`build_cuda` call the file makes in the module's
-    namespace; if none can be evaluated, every module-level string holding `extern "C"` is built
-    with default flags. Returns the names built; raises CudaBuildError on a failure.
+    read the arguments of each `load_cuda`/`build_cuda` call the file makes as literals (names
+    resolve in `namespace`); if none can be read, every module-level string holding
+    `extern "C"` is built with default flags. Returns the names built; raises CudaBuildError on
+    a failure.
     """
     built: list[str] = []
-    namespace = vars(module)
-    for args, kwargs in _calls(document, namespace, {"load_cuda", "build_cuda"}):
+    for args, kwargs in _calls(document, namespace, {"load_cuda", "build_cuda"}, skipped):
         if not args or not isinstance(args[0], str):
             continue
         fastcuda.build_cuda(

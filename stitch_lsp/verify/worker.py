@@ -24,6 +24,7 @@ from stitch_lsp.models.verify import (
     VerifyStatus,
 )
 from stitch_lsp.runtime.fastcuda import CudaBuildError, detect_arch
+from stitch_lsp.verify.literals import module_literals
 from stitch_lsp.verify.loading import (
     BuildFailure,
     BuildWatch,
@@ -53,6 +54,7 @@ class Worker:
         self.candidate_path = Path(request.candidate).resolve()
         self.reference_path = Path(request.reference).resolve()
         self.watch = BuildWatch(self.candidate_path, compile_only=request.compile_only)
+        self.skipped: list[Finding] = []  # static builds left out: their arguments need code
         self._phase_start = time.perf_counter()
 
     # ------------------------------------------------------------------ bookkeeping
@@ -165,11 +167,12 @@ class Worker:
                 import_file(self.reference_path, "stitch_verify_reference")
             with watch_torch_builds(self.watch):
                 cand = self._import_candidate()
-                static_inline_builds(cand, self.candidate_path, self.watch)
-            static_fastcuda_builds(cand, self.candidate_path)
+                static_inline_builds(cand, self.candidate_path, self.watch, self.skipped)
+            static_fastcuda_builds(vars(cand), self.candidate_path, self.skipped)
         else:
             self.phase("build")
             self._build_without_torch()
+        self.result.diagnostics.extend(self.skipped)
         self.result.build = self.watch.summary()
         why = (
             "compile-only run requested"
@@ -182,25 +185,16 @@ class Worker:
         self.finish(VerifyStatus.no_gpu, f"{why}: {built}; correctness and timing need a GPU")
 
     def _build_without_torch(self) -> None:
-        """No torch at all: build the candidate's fastcuda sources found in its text."""
-        import types
+        """No torch at all: build the candidate's fastcuda sources found in its text.
 
-        namespace = types.ModuleType("stitch_verify_static")
-        text = _read(self.candidate_path)
-        # Module-level string constants only: the rest of the file needs torch to run.
+        Only module-level literals are read (`SRC = HEADER + BODY`); none of the file runs."""
         import ast
 
-        tree = ast.parse(text)
-        for node in tree.body:
-            if (
-                isinstance(node, ast.Assign)
-                and isinstance(node.value, ast.Constant)
-                and isinstance(node.value.value, str)
-            ):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        setattr(namespace, target.id, node.value.value)
-        static_fastcuda_builds(namespace, self.candidate_path)
+        try:
+            tree = ast.parse(_read(self.candidate_path))
+        except (SyntaxError, ValueError):
+            return
+        static_fastcuda_builds(module_literals(tree), self.candidate_path, self.skipped)
 
 
 def _read(path: Path) -> str:
