@@ -1,16 +1,22 @@
 """One settings model shared by the LSP settings (section `stitch`), the environment and CLI flags.
 
 The LSP client sends camelCase keys (`llmBaseUrl`); Python code uses snake_case. Both are accepted.
-Environment variables `STITCH_<SNAKE_NAME>` override defaults, so CI and scripts need no editor.
+Environment variables `STITCH_<SNAKE_NAME>` (read with pydantic-settings; lists comma-separated)
+override defaults, so CI and scripts need no editor.
+
+Two settings decide where code and the API key are sent, so a workspace may not set them:
+`USER_LEVEL_ONLY` (the server takes them only from its own environment, its command line, or
+values the editor vouches come from user-level settings; see `stitch_lsp.server.scopes`).
 """
 
 from __future__ import annotations
 
-import os
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_NCU_SECTIONS: tuple[str, ...] = (
     "SpeedOfLight",
@@ -21,6 +27,14 @@ DEFAULT_NCU_SECTIONS: tuple[str, ...] = (
     "WarpStateStats",
     "SourceCounters",
 )
+ENV_PREFIX = "STITCH_"
+API_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(_API_KEY|_KEY|_TOKEN)$", re.IGNORECASE)
+USER_LEVEL_ONLY: tuple[str, ...] = ("llm_base_url", "llm_api_key_env")
+"""Settings a workspace may not set: the endpoint, and which variable's value is sent to it."""
+
+
+class SettingsError(ValueError):
+    """Settings that do not validate, named the way the user wrote them."""
 
 
 class Settings(BaseModel):
@@ -76,25 +90,81 @@ class Settings(BaseModel):
     debounce_ms: int = Field(250, ge=0, le=10_000)
     max_file_bytes: int = Field(5_000_000, ge=1_000)
 
+    @field_validator("llm_api_key_env")
     @classmethod
-    def from_sources(cls, lsp: dict[str, Any] | None = None, **overrides: Any) -> Settings:
-        """Defaults < environment < LSP settings < explicit overrides (CLI flags)."""
-        data: dict[str, Any] = {}
-        for name, field in cls.model_fields.items():
-            raw = os.environ.get(f"STITCH_{name.upper()}")
-            if raw is not None:
-                data[name] = _parse_env(raw, field.annotation)
+    def _looks_like_a_key_variable(cls, value: str) -> str:
+        # The variable's value goes to the endpoint as a Bearer token: never HOME or a password.
+        if not API_KEY_NAME.match(value):
+            raise ValueError(
+                f"{value!r} does not look like an API-key variable (a name ending in _API_KEY, "
+                "_KEY or _TOKEN); its value would be sent to the endpoint"
+            )
+        return value
+
+    @classmethod
+    def from_sources(
+        cls, lsp: dict[str, Any] | None = None, *, strict: bool = True, **overrides: Any
+    ) -> Settings:
+        """Defaults < environment < LSP settings < explicit overrides (CLI flags).
+
+        A bad environment value raises SettingsError naming the variable; with `strict=False`
+        it is left out instead (the server must start whatever the environment holds).
+        """
+        data, problems = environment_values()
+        if problems and strict:
+            raise SettingsError("; ".join(problems))
         if lsp:
             merged = cls.model_validate({**data, **lsp})
             data = merged.model_dump()
         data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            if lsp:
+                raise  # the server drops bad LSP values one by one
+            raise SettingsError(_describe(exc, overrides)) from None
 
 
-def _parse_env(raw: str, annotation: Any) -> Any:
-    text = str(annotation)
-    if "list" in text:
-        return [s.strip() for s in raw.split(",") if s.strip()]
-    if "bool" in text:
-        return raw.strip().lower() in {"1", "true", "yes", "on"}
-    return raw
+def _is_list(name: str) -> bool:
+    return "list" in str(Settings.model_fields[name].annotation)
+
+
+class _EnvironmentBase(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False)
+
+
+# Every Settings field, as the text of its STITCH_* variable; Settings validates the values.
+StitchEnvironment: type[BaseSettings] = create_model(  # type: ignore[call-overload]
+    "StitchEnvironment",
+    __base__=_EnvironmentBase,
+    **{name: (str | None, None) for name in Settings.model_fields},
+)
+
+
+def environment_values() -> tuple[dict[str, Any], list[str]]:
+    """The STITCH_* variables that are set, each validated on its own: (values, problems).
+
+    Lists are comma-separated (`STITCH_NCU_SECTIONS=SpeedOfLight,Occupancy`); booleans take
+    1/0, true/false, yes/no, on/off."""
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for name, text in StitchEnvironment().model_dump(exclude_none=True).items():
+        value: Any = [s.strip() for s in text.split(",") if s.strip()] if _is_list(name) else text
+        try:
+            Settings.model_validate({name: value})
+        except ValidationError as exc:
+            msg = exc.errors()[0]["msg"]
+            problems.append(f"{ENV_PREFIX}{name.upper()}={text!r}: {msg}")
+            continue
+        values[name] = value
+    return values, problems
+
+
+def _describe(exc: ValidationError, overrides: dict[str, Any]) -> str:
+    parts = []
+    for e in exc.errors():
+        name = str(e["loc"][0]) if e.get("loc") else "?"
+        flag = f"--{name.replace('_', '-')}"
+        where = flag if name in overrides else f"{ENV_PREFIX}{name.upper()}"
+        parts.append(f"{where}: {e['msg']}")
+    return "; ".join(parts)

@@ -38,7 +38,13 @@ import {
   type RunResult,
   serverLaunch,
 } from "./serverLaunch";
-import { changeNeedsRestart, INTERPRETER_KEY, type Manifest, serverSettings } from "./settings";
+import {
+  changeNeedsRestart,
+  INTERPRETER_KEY,
+  type Manifest,
+  serverSettings,
+  userSettings,
+} from "./settings";
 import {
   parseStatus,
   RESTART_COMMAND,
@@ -107,6 +113,8 @@ export interface Ui {
 export interface Host {
   /** A setting under `stitch.`, e.g. `python.interpreter`. */
   setting(key: string): unknown;
+  /** The user-level (global) value of a setting under `stitch.`; undefined when not set there. */
+  userSetting(key: string): unknown;
   isTrusted(): boolean;
   workspaceFolders(): string[];
   pythonExtension(): Promise<PythonExtensionApi | undefined>;
@@ -478,7 +486,11 @@ export class ServerController {
     const settings = serverSettings(this.manifest, (key) => host.setting(key));
     const client = this.createClient({
       launch: serverLaunch(interpreter, options),
-      init: initializationOptions(settings, trusted),
+      init: initializationOptions(
+        settings,
+        trusted,
+        userSettings((key) => host.userSetting(key)),
+      ),
       trusted,
     });
     client.onStatus((params) => this.onStatus(client, params));

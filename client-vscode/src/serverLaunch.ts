@@ -18,6 +18,8 @@ export interface ProcessLaunch {
 export interface InitializationOptions {
   settings: Record<string, unknown>;
   trusted: boolean;
+  /** User-level values of the settings a workspace may not set (see settings.ts). */
+  userSettings: Record<string, unknown>;
 }
 
 function withEnv(base: Record<string, string | undefined>): Record<string, string | undefined> {
@@ -42,8 +44,9 @@ export function serverLaunch(
 export function initializationOptions(
   settings: Record<string, unknown>,
   trusted: boolean,
+  userSettings: Record<string, unknown> = {},
 ): InitializationOptions {
-  return { settings, trusted };
+  return { settings, trusted, userSettings };
 }
 
 /** Prints one JSON line: the Python version and executable, and stitch_lsp's version or import error. */

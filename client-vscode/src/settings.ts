@@ -10,6 +10,15 @@ export const SECTION = "stitch";
 /** Keys (without `stitch.`) that only the client reads. */
 export const CLIENT_ONLY_PREFIXES: readonly string[] = ["python.", "trace."];
 
+/**
+ * Settings the server takes only from user-level settings (or its own environment): the endpoint
+ * and the key variable decide where code and the API key go, and an output folder outside the
+ * workspace needs the user's word. They travel as `userSettings`, read with `inspect()` so a
+ * workspace's `.vscode/settings.json` cannot supply them.
+ */
+export const USER_LEVEL_KEYS: readonly string[] = ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir"];
+export const USER_SETTINGS_KEY = "userSettings";
+
 export const INTERPRETER_KEY = "python.interpreter";
 export const TRACE_KEY = "trace.server";
 
@@ -19,6 +28,8 @@ export interface SettingSchema {
   description?: string;
   markdownDescription?: string;
   enum?: unknown[];
+  /** VS Code's setting scope; `application`: user settings only. */
+  scope?: string;
 }
 
 export interface Manifest {
@@ -70,6 +81,21 @@ export function serverSettings(manifest: Manifest, get: (key: string) => unknown
       value = null;
     }
     out[key] = value;
+  }
+  return out;
+}
+
+/**
+ * The `userSettings` object: the user-level value of each USER_LEVEL_KEYS setting that the user
+ * set (`inspect(key).globalValue`); keys the user did not set are left out.
+ */
+export function userSettings(userValue: (key: string) => unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of USER_LEVEL_KEYS) {
+    const value = userValue(key);
+    if (value !== undefined && value !== "") {
+      out[key] = value;
+    }
   }
   return out;
 }

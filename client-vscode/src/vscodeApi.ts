@@ -18,7 +18,7 @@ import {
 import type { ClientHandle, ClientSpec, Host, Ui } from "./controller";
 import { PYTHON_EXTENSION_ID, type PythonExtensionApi } from "./pythonExtension";
 import type { CommandTarget, ServerCapabilitiesLike } from "./serverCommands";
-import { SECTION } from "./settings";
+import { SECTION, USER_SETTINGS_KEY, userSettings } from "./settings";
 import { STATUS_NOTIFICATION, type StatusView } from "./status";
 
 export const CLIENT_ID = SECTION; // vscode-languageclient reads `stitch.trace.server` from this id.
@@ -79,6 +79,10 @@ export class VscodeHost implements Host {
     return vscode.workspace.getConfiguration(SECTION, resource).get(key);
   }
 
+  userSetting(key: string): unknown {
+    return userLevelValue(key);
+  }
+
   isTrusted(): boolean {
     return vscode.workspace.isTrusted;
   }
@@ -135,6 +139,11 @@ export class VscodeHost implements Host {
   }
 }
 
+/** The user-level (global) value of `stitch.<key>`, never a workspace's. */
+function userLevelValue(key: string): unknown {
+  return vscode.workspace.getConfiguration(SECTION).inspect(key)?.globalValue;
+}
+
 /** Builds a vscode-languageclient LanguageClient for one server process. */
 export function languageClientFactory(output: vscode.OutputChannel): (spec: ClientSpec) => ClientHandle {
   return (spec: ClientSpec): ClientHandle => {
@@ -153,6 +162,21 @@ export function languageClientFactory(output: vscode.OutputChannel): (spec: Clie
       outputChannel: output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       middleware: {
+        workspace: {
+          // The `stitch` section the server pulls carries `userSettings`, always computed here
+          // from user-level values: a workspace cannot supply it as an undeclared setting.
+          configuration: async (params, token, next) => {
+            const result = await next(params, token);
+            if (!Array.isArray(result)) {
+              return result;
+            }
+            return result.map((value, i) =>
+              params.items[i]?.section === SECTION && value !== null && typeof value === "object"
+                ? { ...(value as object), [USER_SETTINGS_KEY]: userSettings(userLevelValue) }
+                : value,
+            );
+          },
+        },
         // Second line of defence: the server advertises no execution commands when untrusted.
         executeCommand: (command, args, next) => {
           if (!spec.trusted) {

@@ -13,16 +13,18 @@ from pathlib import Path
 HEADER_RE = re.compile(r"^#\s*stitch-lsp:\s*reference=(\S+)\s*$")
 
 
-def free_name(reference: Path, taken: set[str] | None = None) -> Path:
-    """`<stem>_stitch.py`, then `<stem>_stitch_2.py`, ...: the first that does not exist."""
+def free_name(reference: Path, taken: set[str] | None = None, folder: Path | None = None) -> Path:
+    """`<stem>_stitch.py`, then `<stem>_stitch_2.py`, ...: the first that does not exist, in
+    `folder` (default: beside the reference). `taken` holds names also in use."""
     taken = taken or set()
     stem = reference.stem
+    where = folder or reference.parent
     for n in range(1, 10_000):
         name = f"{stem}_stitch.py" if n == 1 else f"{stem}_stitch_{n}.py"
-        candidate = reference.with_name(name)
+        candidate = where / name
         if not candidate.exists() and name not in taken:
             return candidate
-    raise FileExistsError(f"no free output name next to {reference}")
+    raise FileExistsError(f"no free output name in {where}")
 
 
 def header_line(reference: Path, out: Path) -> str:

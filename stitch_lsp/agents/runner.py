@@ -51,8 +51,10 @@ def build_loop(
     verifier: Verifier | None = None,
     device: str | None = None,
     seed_with_builtin: bool = True,
+    trajectories: Path | None = None,
 ) -> GenerationLoop:
-    """The loop for `reference`; `root` is where relative trajectory folders start."""
+    """The loop for `reference`; `root` is where relative trajectory folders start, unless
+    `trajectories` names the folder itself (the server checks it first)."""
     cancel = cancel or threading.Event()
     kind = coder_kind(settings)
     client: ChatClient | None = None
@@ -78,7 +80,7 @@ def build_loop(
         verifier = StitchVerifier(settings, device=device)
     options = LoopOptions(
         compile_only=compile_only,
-        trajectories_dir=trajectories_folder(settings, root or reference.parent),
+        trajectories_dir=trajectories or trajectories_folder(settings, root or reference.parent),
         reference_label=reference_label,
         seed=seed,
     )

@@ -177,6 +177,7 @@ class ReportRequest(BaseModel):
 
     kind: Literal["read"] = "read"
     report: str
+    ncu_path: str = Field("ncu", description="helps find ncu_report when its wheel is missing")
 
 
 class ProfileWorkerRequest(

@@ -6,9 +6,13 @@ per-instruction SourceCounters), never ncu's printed text, so it works for any s
 
 from __future__ import annotations
 
+import glob
+import os
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from stitch_lsp.models.profile import (
@@ -44,8 +48,53 @@ class ReportError(RuntimeError):
     """The file is missing or is not a report ncu_report can read."""
 
 
-def load_report(path: str | Path) -> ProfileReport:
-    import ncu_report
+NO_READER = (
+    "reading Nsight Compute reports needs NVIDIA's ncu_report module: install it with "
+    "`pip install 'stitch-lsp[profile]'` (x86_64 wheels), or install Nsight Compute, whose "
+    "extras/python folder holds it (found through ncu on PATH or stitch.ncuPath)"
+)
+_NCU_FOLDERS = ("/opt/nvidia/nsight-compute/*", "/usr/local/cuda*/nsight-compute*")
+
+
+def ncu_report_module(ncu_path: str | None = None) -> ModuleType:
+    """NVIDIA's report reader: the `ncu-report` wheel (the `profile` extra), else the copy in
+    Nsight Compute's own `extras/python` folder (aarch64 hosts have no wheel)."""
+    try:
+        import ncu_report
+    except ImportError:
+        pass
+    else:
+        return ncu_report
+    for folder in _reader_folders(ncu_path or os.environ.get("STITCH_NCU_PATH") or "ncu"):
+        if (folder / "ncu_report.py").is_file():
+            sys.path.append(str(folder))
+            try:
+                import ncu_report
+            except ImportError:
+                sys.path.remove(str(folder))
+                continue
+            return ncu_report
+    raise ReportError(NO_READER)
+
+
+def _reader_folders(ncu_path: str) -> list[Path]:
+    """Where an Nsight Compute install keeps ncu_report: beside the ncu we would run, then the
+    usual install folders, newest first."""
+    from stitch_lsp.profile.runner import find_ncu
+
+    folders: list[Path] = []
+    ncu = find_ncu(ncu_path)
+    if ncu is not None:
+        exe = Path(ncu).resolve()
+        folders += [exe.parent / "extras" / "python", exe.parent.parent / "extras" / "python"]
+    for pattern in _NCU_FOLDERS:
+        folders += [Path(p) / "extras" / "python" for p in sorted(glob.glob(pattern), reverse=True)]
+    return folders
+
+
+def load_report(path: str | Path, ncu_path: str | None = None) -> ProfileReport:
+    """The report at `path`; `ncu_path` helps find ncu_report when its wheel is missing."""
+    ncu_report = ncu_report_module(ncu_path)
 
     path = Path(path)
     if not path.is_file():
@@ -130,8 +179,7 @@ class _Metrics:
 
 
 def read_action(action: Any, range_idx: int = 0, action_idx: int = 0) -> ProfileResult:
-    import ncu_report
-
+    ncu_report = ncu_report_module()
     m = _Metrics(action)
     demangled = action.name(ncu_report.IAction.NameBase_DEMANGLED)
     result = ProfileResult(

@@ -293,7 +293,7 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
     from stitch_lsp.profile.report import ReportError, load_report
 
     try:
-        report = load_report(report_path)
+        report = load_report(report_path, ncu)
     except ReportError as exc:
         kind, message = ProfileErrorKind.failed, str(exc)
         if "no profiled kernels" in message:

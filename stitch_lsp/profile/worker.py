@@ -21,12 +21,12 @@ from stitch_lsp.models.profile import (
 from stitch_lsp.workers.entry import read_request
 
 
-def read_only(path: str) -> ProfileRun:
+def read_only(path: str, ncu_path: str | None = None) -> ProfileRun:
     from stitch_lsp.profile.report import ReportError, load_report
 
     t0 = time.perf_counter()
     try:
-        report = load_report(path)
+        report = load_report(path, ncu_path)
     except ReportError as exc:
         return ProfileRun(ok=False, error_kind=ProfileErrorKind.failed, error=str(exc))
     return ProfileRun(ok=True, report_path=path, report=report, wall_s=time.perf_counter() - t0)
@@ -34,7 +34,7 @@ def read_only(path: str) -> ProfileRun:
 
 def handle(request: ProfileRequest | ReportRequest) -> ProfileRun:
     if isinstance(request, ReportRequest):
-        return read_only(request.report)
+        return read_only(request.report, request.ncu_path)
     from stitch_lsp.profile.runner import run_profile
 
     return run_profile(request)

@@ -16,15 +16,18 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lsprotocol import types as lsp
 from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from stitch_lsp import __version__
-from stitch_lsp.config import Settings
+from stitch_lsp.config import Settings, environment_values
 from stitch_lsp.models.findings import Finding
 from stitch_lsp.models.server import STATUS_METHOD, StatusParams
 from stitch_lsp.server.convert import finding_to_diagnostic
@@ -42,6 +45,12 @@ from stitch_lsp.server.registry import (
     SaveListener,
     SettingsListener,
 )
+from stitch_lsp.server.scopes import (
+    USER_SETTINGS_KEY,
+    apply_scopes,
+    snake_keys,
+    user_level_keys,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,6 +67,15 @@ Each one defines `register(server: StitchServer) -> None`. Add yours here. Modul
 the environment variable STITCH_EXTRA_FEATURES (comma-separated) load after these: site plug-ins,
 and the test suite's fake features.
 """
+
+
+@dataclass
+class SettingsReport:
+    """What `apply_settings` did not use, by camelCase key."""
+
+    rejected: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+    environment: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -103,7 +121,9 @@ class StitchServer(LanguageServer):
             protocol_cls=StitchProtocol,
             max_workers=4,
         )
-        self.settings: Settings = Settings.from_sources()
+        self.settings: Settings = Settings.from_sources(strict=False)
+        self.user_level: frozenset[str] = frozenset(Settings.model_fields)
+        """Settings whose current value the workspace did not choose (see `scopes`)."""
         self.trusted: bool = True
         self.initialized: bool = False
         self.documents: dict[str, OpenDocument] = {}
@@ -116,10 +136,12 @@ class StitchServer(LanguageServer):
         self.settings_listeners: list[SettingsListener] = []
         self.save_listeners: list[SaveListener] = []
         self._init_settings: dict[str, Any] = {}
+        self._user_settings: dict[str, Any] | None = None
+        self._notices_shown: set[str] = set()
         self._fixed_devices = devices
         self._errors_seen: set[tuple[str, str, str]] = set()
         self.load_errors: list[str] = []
-        self.startup_rejected: list[str] = []
+        self.startup_report = SettingsReport()
         self._debounce: dict[str, asyncio.Task[None]] = {}
         self.publish_count = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
@@ -272,27 +294,86 @@ class StitchServer(LanguageServer):
 
     # ---- settings -----------------------------------------------------------------------------
 
-    def apply_settings(self, raw: dict[str, Any] | None) -> list[str]:
+    def set_initialization_options(self, options: Any) -> None:
+        """Read `initializationOptions`: `settings`, `userSettings` (values the editor vouches
+        come from user-level settings; see `scopes`) and `trusted`."""
+        opts = options if isinstance(options, dict) else {}
+        settings, user = opts.get("settings"), opts.get(USER_SETTINGS_KEY)
+        self._init_settings = settings if isinstance(settings, dict) else {}
+        self._user_settings = dict(user) if isinstance(user, dict) else None
+        trusted = opts.get("trusted")
+        # Clients that know nothing of workspace trust get the full server: every command that
+        # runs code is still an explicit user request.
+        self.trusted = trusted if isinstance(trusted, bool) else True
+
+    def apply_settings(self, raw: dict[str, Any] | None) -> SettingsReport:
         """Merge initializationOptions.settings and the client's `stitch` section into Settings.
 
-        Invalid values are dropped one by one (and named in the returned list) instead of
-        rejecting the whole section, so one typo does not reset every other setting.
+        Invalid values are dropped one by one (and named in the report) instead of rejecting
+        the whole section, so one typo does not reset every other setting. Values a workspace
+        may not set are ignored (see `scopes`) and named too.
         """
-        lsp_values = {**self._init_settings, **(raw or {})}
-        rejected: list[str] = []
-        for _ in range(len(lsp_values) + 1):
+        raw = dict(raw or {})
+        pulled_user = raw.pop(USER_SETTINGS_KEY, None)
+        if isinstance(pulled_user, dict) and self._user_settings is not None:
+            self._user_settings = dict(pulled_user)  # only from a client that sent it at start
+        lsp_values = {**self._init_settings, **raw}
+        environment, problems = environment_values()
+        scoped = apply_scopes(lsp_values, self._user_settings, environment)
+        report = SettingsReport(ignored=scoped.ignored, environment=problems)
+        values = scoped.values
+        for _ in range(len(values) + 1):
             try:
-                self.settings = Settings.from_sources(lsp=lsp_values)
-                return rejected
+                self.settings = Settings.from_sources(lsp=values, strict=False)
+                break
             except ValidationError as exc:
-                bad = {str(e["loc"][0]) for e in exc.errors() if e.get("loc")}
-                bad &= set(lsp_values)
+                bad = set(snake_keys({str(e["loc"][0]): 0 for e in exc.errors() if e.get("loc")}))
+                bad &= set(values)
                 if not bad:
+                    self.settings = Settings.from_sources(strict=False)
                     break
-                rejected.extend(sorted(bad))
-                lsp_values = {k: v for k, v in lsp_values.items() if k not in bad}
-        self.settings = Settings.from_sources()
-        return rejected
+                report.rejected.extend(sorted(to_camel(k) for k in bad))
+                values = {k: v for k, v in values.items() if k not in bad}
+        self.user_level = user_level_keys(lsp_values, self._user_settings, self.settings)
+        return report
+
+    def show_settings_report(self, report: SettingsReport) -> None:
+        """Say what was not used: invalid values (a warning each time), values a workspace may
+        not set (logged each time, a notice once per setting)."""
+        if report.rejected:
+            self.window_show_message(
+                lsp.ShowMessageParams(
+                    type=lsp.MessageType.Warning,
+                    message="stitch-lsp: ignored invalid setting(s) "
+                    f"{', '.join('stitch.' + k for k in report.rejected)}; using their defaults",
+                )
+            )
+        for problem in report.environment:
+            self.log(f"stitch-lsp: ignored environment variable {problem}", lsp.MessageType.Warning)
+        for key, why in report.ignored.items():
+            self.log(f"stitch-lsp: {why}", lsp.MessageType.Warning)
+            if key not in self._notices_shown:
+                self._notices_shown.add(key)
+                self.window_show_message(
+                    lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"stitch: {why}")
+                )
+
+    def workspace_roots(self) -> list[Path]:
+        """The workspace folders on disk, the root first; [] when the client named none."""
+        from stitch_lsp.analysis.document import uri_to_path
+
+        roots: list[Path] = []
+        try:
+            ws = self.workspace
+        except RuntimeError:  # before initialize
+            return roots
+        if ws.root_path:
+            roots.append(Path(ws.root_path))
+        for folder in ws.folders.values():
+            path = uri_to_path(folder.uri)
+            if path is not None and path not in roots:
+                roots.append(path)
+        return roots
 
     def warm_up(self) -> None:
         """Load the grammars and compile the queries now, so the first didOpen is not the one

@@ -15,6 +15,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--stdio", action="store_true", help="use stdio (the default; accepted for LSP clients)"
     )
+    p.add_argument(
+        "--llm-base-url",
+        help="the LLM endpoint (user-level, like $STITCH_LLM_BASE_URL: a workspace cannot set it)",
+    )
+    p.add_argument(
+        "--llm-api-key-env",
+        help="the variable holding the API key (user-level, like $STITCH_LLM_API_KEY_ENV)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=2087)
     p.add_argument(
@@ -43,6 +51,13 @@ def _run(args: argparse.Namespace) -> int:
     )
     from stitch_lsp.server.app import create_server
 
+    # The server's own environment is a user-level source (see server/scopes.py).
+    for flag, var in (
+        ("llm_base_url", "STITCH_LLM_BASE_URL"),
+        ("llm_api_key_env", "STITCH_LLM_API_KEY_ENV"),
+    ):
+        if getattr(args, flag):
+            os.environ[var] = getattr(args, flag)
     server = create_server()
     try:
         if args.tcp:

@@ -71,15 +71,8 @@ def register_handlers(server: StitchServer) -> None:
     @server.feature(lsp.INITIALIZE)
     @guarded("initialize")
     def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
-        opts = params.initialization_options
-        opts = opts if isinstance(opts, dict) else {}
-        settings = opts.get("settings")
-        ls._init_settings = settings if isinstance(settings, dict) else {}
-        ls.startup_rejected = ls.apply_settings(None)
-        trusted = opts.get("trusted")
-        # Clients that know nothing of workspace trust get the full server: every command that
-        # runs code is still an explicit user request.
-        ls.trusted = trusted if isinstance(trusted, bool) else True
+        ls.set_initialization_options(params.initialization_options)
+        ls.startup_report = ls.apply_settings(None)
         for spec in ls.commands.values():
             if ls.command_enabled(spec.name):
                 _expose_command(ls, spec)
@@ -97,8 +90,7 @@ def register_handlers(server: StitchServer) -> None:
     async def initialized(ls: StitchServer, params: lsp.InitializedParams) -> None:
         for err in ls.load_errors:
             ls.log(f"stitch-lsp: a feature failed to load: {err}", lsp.MessageType.Error)
-        if ls.startup_rejected:
-            _warn_rejected(ls, ls.startup_rejected)
+        ls.show_settings_report(ls.startup_report)
         await _pull_configuration(ls)
         await _register_dynamic_capabilities(ls)
         try:
@@ -365,9 +357,7 @@ def _depends_on(state: OpenDocument, changed: str) -> bool:
 
 def _use_settings(ls: StitchServer, values: dict[str, Any]) -> None:
     old = ls.settings
-    rejected = ls.apply_settings(values)
-    if rejected:
-        _warn_rejected(ls, rejected)
+    ls.show_settings_report(ls.apply_settings(values))
     if ls.settings == old:
         return
     old_device = old.device
@@ -380,16 +370,6 @@ def _use_settings(ls: StitchServer, values: dict[str, Any]) -> None:
         asyncio.get_running_loop().create_task(
             ls.call_provider("settings listener", listener, ls, default=None)
         )
-
-
-def _warn_rejected(ls: StitchServer, keys: list[str]) -> None:
-    ls.window_show_message(
-        lsp.ShowMessageParams(
-            type=lsp.MessageType.Warning,
-            message="stitch-lsp: ignored invalid setting(s) "
-            f"{', '.join('stitch.' + k for k in keys)}; using their defaults",
-        )
-    )
 
 
 async def _pull_configuration(ls: StitchServer) -> bool:

@@ -68,12 +68,12 @@ async def test_code_action_generates_a_new_file(client: StitchClient, tmp_path: 
     with FakeOpenAI() as endpoint:
         endpoint.script.coder.append(f"```python\n{good}```\n")
         settings = {
-            "llmBaseUrl": endpoint.base_url,
             "llmModel": "scripted",
             "maxAttempts": 2,
             "trajectoriesDir": str(tmp_path / "traj"),
         }
-        await initialize(client, tmp_path, settings=settings, trusted=True)
+        user = {"llmBaseUrl": endpoint.base_url}
+        await initialize(client, tmp_path, settings=settings, user_settings=user, trusted=True)
         client.apply_edits_to_disk = True
         uri = await open_file(client, ref)
         await wait_for_diagnostics(client, uri)
@@ -161,8 +161,9 @@ async def test_cancelling_the_progress_stops_the_run(client: StitchClient, tmp_p
     ref = Path(shutil.copy(DATA / "scale_relu.py", tmp_path / "scale_relu.py"))
     with FakeOpenAI() as endpoint:
         endpoint.script.coder.append(Fail(hang_s=20.0))
-        settings = {"llmBaseUrl": endpoint.base_url, "llmTimeoutS": 60, "maxAttempts": 2}
-        await initialize(client, tmp_path, settings=settings, trusted=True)
+        settings = {"llmTimeoutS": 60, "maxAttempts": 2}
+        user = {"llmBaseUrl": endpoint.base_url}
+        await initialize(client, tmp_path, settings=settings, user_settings=user, trusted=True)
         uri = await open_file(client, ref)
         await wait_for_diagnostics(client, uri)
         run = asyncio.ensure_future(

@@ -143,17 +143,22 @@ async def initialize(
     trusted: bool | None = None,
     configuration: dict[str, Any] | None = None,
     capabilities: str = "visual-studio-code",
+    user_settings: dict[str, Any] | None = None,
 ) -> lsp.InitializeResult:
     """initialize + initialized like VS Code would, then wait until the server is ready.
 
-    `settings`/`trusted` go into initializationOptions; `configuration` is what the client
-    answers to workspace/configuration for the `stitch` section.
+    `settings`/`trusted` go into initializationOptions, and `user_settings` as `userSettings`
+    (values the editor vouches come from user-level settings, like llmBaseUrl);
+    `configuration` is what the client answers to workspace/configuration for the `stitch`
+    section.
     """
     if configuration is not None:
         client.set_configuration(configuration, section="stitch")
     options: dict[str, Any] = {}
     if settings is not None:
         options["settings"] = settings
+    if user_settings is not None:
+        options["userSettings"] = user_settings
     if trusted is not None:
         options["trusted"] = trusted
     result = await client.initialize_session(

@@ -95,8 +95,8 @@ async def test_debounced_publish_uses_the_latest_text(server: StitchServer) -> N
 
 
 def test_invalid_settings_are_dropped_one_by_one(server: StitchServer) -> None:
-    rejected = server.apply_settings({"debounceMs": -1, "trials": 9, "maxFileBytes": "huge"})
-    assert sorted(rejected) == ["debounceMs", "maxFileBytes"]
+    report = server.apply_settings({"debounceMs": -1, "trials": 9, "maxFileBytes": "huge"})
+    assert sorted(report.rejected) == ["debounceMs", "maxFileBytes"]
     assert server.settings.trials == 9
     assert server.settings.debounce_ms == 250
 

@@ -183,7 +183,11 @@ export function makeFakeVscode(opts: {
       return (short !== undefined ? settings[short] : undefined) ?? fallback;
     },
     has: () => false,
-    inspect: () => undefined,
+    // The fake has one level of settings: call them user-level.
+    inspect: (key: string) => {
+      const value = settings[key];
+      return value === undefined ? undefined : { key, globalValue: value };
+    },
     update: () => Promise.resolve(),
   });
   const vscode = {

@@ -53,6 +53,8 @@ export class FakeUi implements Ui {
 
 export class FakeHost implements Host {
   settings: Record<string, unknown> = {};
+  /** User-level values (what `inspect().globalValue` gives). */
+  userSettings: Record<string, unknown> = {};
   trusted = true;
   folders = ["/work/project"];
   python: PythonExtensionApi | undefined;
@@ -67,6 +69,9 @@ export class FakeHost implements Host {
 
   setting(key: string): unknown {
     return this.settings[key];
+  }
+  userSetting(key: string): unknown {
+    return this.userSettings[key];
   }
   isTrusted() {
     return this.trusted;

@@ -30,7 +30,8 @@ beforeEach(() => {
 
 describe("server controller", () => {
   it("probes python3 and starts the server with settings and trust in initializationOptions", async () => {
-    host.settings = { llmModel: "qwen2.5-coder", maxAttempts: 3 };
+    host.settings = { llmModel: "qwen2.5-coder", maxAttempts: 3, llmBaseUrl: "http://evil/v1" };
+    host.userSettings = { llmBaseUrl: "http://localhost:8000/v1" };
     await ctl.start();
     await ctl.settled();
     assert.equal(runner.runs[0].command, "python3");
@@ -44,6 +45,8 @@ describe("server controller", () => {
     assert.equal(client.spec.init.settings.llmModel, "qwen2.5-coder");
     assert.equal(client.spec.init.settings.maxAttempts, 3);
     assert.equal(client.spec.init.settings.targetSpeedup, 1);
+    // The endpoint the server may use is the user-level one, sent apart from the merged settings.
+    assert.deepEqual(client.spec.init.userSettings, { llmBaseUrl: "http://localhost:8000/v1" });
     assert.equal(ctl.status.phase, "ready");
     assert.equal(host.lastView?.text, "$(circuit-board) Stitch");
     assert.match(host.logs.join("\n"), /Server commands: stitch.generate, stitch.verify/);

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { changeNeedsRestart, declaredSettings, serverSettingKeys, serverSettings } from "../../src/settings";
+import {
+  changeNeedsRestart,
+  declaredSettings,
+  serverSettingKeys,
+  serverSettings,
+  USER_LEVEL_KEYS,
+  userSettings,
+} from "../../src/settings";
 import { loadManifest } from "../support/fakes";
 
 const manifest = loadManifest();
@@ -61,5 +68,25 @@ describe("settings", () => {
     assert.ok(changeNeedsRestart(manifest, only("stitch.ncuSections")));
     assert.ok(!changeNeedsRestart(manifest, only("stitch.trace.server")));
     assert.ok(!changeNeedsRestart(manifest, only("python.defaultInterpreterPath")));
+  });
+
+  it("sends user-level values of the endpoint, key variable and output folder, and only those", () => {
+    const global: Record<string, unknown> = {
+      llmBaseUrl: "http://localhost:8000/v1",
+      llmModel: "qwen",
+      trajectoriesDir: "",
+    };
+    assert.deepEqual(userSettings((key) => global[key]), { llmBaseUrl: "http://localhost:8000/v1" });
+    assert.deepEqual([...USER_LEVEL_KEYS], ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir"]);
+  });
+
+  it("declares the endpoint and the key variable as user-level and restricted when untrusted", () => {
+    const declared = declaredSettings(manifest);
+    const restricted = (manifest.capabilities?.untrustedWorkspaces as { restrictedConfigurations: string[] })
+      .restrictedConfigurations;
+    for (const key of ["llmBaseUrl", "llmApiKeyEnv"]) {
+      assert.equal(declared.get(key)?.scope, "application", key);
+      assert.ok(restricted.includes(`stitch.${key}`), key);
+    }
   });
 });

@@ -27,6 +27,7 @@ from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import Analysis, ModuleInfo, range_contains
+from stitch_lsp.server.scopes import OutsideWorkspace, generated_file_folder, output_folder
 
 if TYPE_CHECKING:
     from stitch_lsp.models.agents import RunResult
@@ -125,9 +126,20 @@ async def run_generation(
     compile_only = not ls.jobs.devices
     if optimize and compile_only:
         return _fail(ls, "Optimizing needs a CUDA GPU to measure speed; none is visible here.")
-    root = _workspace_root(ls) or reference.parent
+    roots = ls.workspace_roots() or [path.parent]
+    root = roots[0]
     label = _relative(reference, root)
     settings = ls.settings
+    try:
+        trajectories = output_folder(
+            "trajectoriesDir",
+            settings.trajectories_dir,
+            roots,
+            user_level="trajectories_dir" in ls.user_level,
+        )
+    except OutsideWorkspace as exc:
+        return _fail(ls, str(exc))
+    out_dir = generated_file_folder(reference, path, roots)
 
     async def run(ctx: JobContext) -> RunResult:
         from stitch_lsp.agents.runner import build_loop
@@ -140,7 +152,7 @@ async def run_generation(
         def blocking() -> RunResult:
             gl = build_loop(reference, settings, compile_only=compile_only, root=root,
                             reference_label=label, cancel=ctx.cancel_event, progress=progress,
-                            device=ctx.device)  # fmt: skip
+                            device=ctx.device, trajectories=trajectories)  # fmt: skip
             gl.opt.start_from = start_from
             return gl.run()
 
@@ -167,7 +179,7 @@ async def run_generation(
     best = result.best
     output_uri: str | None = None
     if best is not None and best.code is not None and result.stopped != "cancelled":
-        output_uri, problem = await _write_output(ls, reference, best.code)
+        output_uri, problem = await _write_output(ls, reference, best.code, out_dir)
         if output_uri is None:
             return _fail(ls, f"{result.message}; but the file could not be created: {problem}")
         result.output = str(uri_to_path(output_uri))
@@ -227,12 +239,14 @@ def _inputs(
     return ref, text, None
 
 
-async def _write_output(ls: StitchServer, reference: Path, code: str) -> tuple[str | None, str]:
-    """Create a free-named file next to the reference; (uri, '') or (None, why)."""
+async def _write_output(
+    ls: StitchServer, reference: Path, code: str, folder: Path
+) -> tuple[str | None, str]:
+    """Create a free-named file in `folder`; (uri, '') or (None, why)."""
     from stitch_lsp.agents.output import free_name, with_header, write_new
 
     taken = {p.name for d in ls.documents.values() if (p := d.path) is not None}
-    out = free_name(reference, taken)
+    out = free_name(reference, taken, folder)
     text = with_header(code, reference, out)
     uri = out.as_uri()
     if _can_create_files(ls):
@@ -332,14 +346,6 @@ def _dirty(doc: OpenDocument, path: Path) -> bool:
         return path.read_text(encoding="utf-8") != doc.text
     except OSError:
         return True
-
-
-def _workspace_root(ls: StitchServer) -> Path | None:
-    try:
-        root = ls.workspace.root_path
-    except Exception:
-        return None
-    return Path(root) if root else None
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -325,7 +325,9 @@ async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> P
 
     async def run(ctx: JobContext) -> ProfileRun:
         ctx.report(f"reading {Path(report_path).name}")
-        return await _run_worker(ls, ctx, ReportRequest(report=report_path))
+        return await _run_worker(
+            ls, ctx, ReportRequest(report=report_path, ncu_path=ls.settings.ncu_path)
+        )
 
     spec = JobSpec(
         kind="profile-read",
