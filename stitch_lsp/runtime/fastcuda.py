@@ -41,7 +41,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -281,18 +281,73 @@ def cache_dir() -> Path:
 def _library_dirs(root: Path | None) -> list[Path]:
     dirs: list[Path] = []
     if root is not None:
-        dirs += [root / "lib64", root / "lib", root / "targets" / "x86_64-linux" / "lib"]
+        dirs += [root / "lib64", root / "lib", *(root / "targets").glob("*/lib")]
     for var in ("LIBRARY_PATH", "LD_LIBRARY_PATH"):
         dirs += [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
-    dirs += [Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib64"), Path("/usr/lib")]
-    return dirs
+    dirs += [Path("/usr/lib/x86_64-linux-gnu"), Path("/usr/lib/aarch64-linux-gnu")]
+    dirs += [Path("/usr/lib64"), Path("/usr/lib")]
+    return dirs + [w / "lib" for w in cublas_wheels()]
 
 
-def _library_dir(name: str, dirs: Sequence[Path]) -> Path | None:
+def _library(name: str, dirs: Sequence[Path]) -> tuple[Path, str] | None:
+    """(folder, -l argument) for a library: `libNAME.so`/`.a`, or a versioned `libNAME.so.N`
+    alone, as the pip wheels ship it (linked as `-l:libNAME.so.N`)."""
     for d in dirs:
         if (d / f"lib{name}.so").exists() or (d / f"lib{name}.a").exists():
-            return d
+            return d, f"-l{name}"
+        versioned = sorted(d.glob(f"lib{name}.so.[0-9]*")) if d.is_dir() else []
+        if versioned:
+            return d, f"-l:{min(versioned, key=lambda p: len(p.name)).name}"
     return None
+
+
+CUBLAS_HEADER = "cublas_v2.h"
+
+
+def cublas_wheels() -> list[Path]:
+    """Folders of NVIDIA's pip wheels that hold cuBLAS (`nvidia-cublas`: `nvidia/cublas`, or
+    `nvidia/cu13` in newer layouts), in this Python's import path: an nvcc-only toolkit (pip or
+    conda) has no cuBLAS of its own."""
+    found: list[Path] = []
+    for entry in dict.fromkeys(p for p in sys.path if p):
+        base = Path(entry) / "nvidia"
+        if not base.is_dir():
+            continue
+        for include in sorted(base.glob(f"*/include/{CUBLAS_HEADER}")):
+            folder = include.parent.parent
+            if folder not in found:
+                found.append(folder)
+    return found
+
+
+def cublas_include_dirs(root: Path | None) -> list[Path]:
+    """-I folders for cuBLAS when the toolkit itself lacks its headers; [] when it has them."""
+    if toolkit_has_cublas(root):
+        return []
+    return [w / "include" for w in cublas_wheels()]
+
+
+def toolkit_has_cublas(root: Path | None) -> bool:
+    if root is None:
+        return False
+    dirs = [root / "include", *(root / "targets").glob("*/include")]
+    return any((d / CUBLAS_HEADER).is_file() for d in dirs)
+
+
+def cublas_package(version_text: str) -> str:
+    """The pip package with cuBLAS for this toolkit's major version."""
+    m = re.search(r"release (\d+)", version_text)
+    major = int(m.group(1)) if m else 13
+    return "nvidia-cublas" if major >= 13 else f"nvidia-cublas-cu{major}"
+
+
+def _missing_cublas_hint(toolchain: str, root: Path | None) -> str:
+    where = f"{root}/include" if root is not None else "the CUDA toolkit"
+    return (
+        f"cuBLAS headers were found neither in {where} nor in an nvidia-cublas wheel: install "
+        f"them with `pip install {cublas_package(toolchain)}` (into the Python that builds, "
+        f"{sys.executable}) or the toolkit's libcublas-dev package"
+    )
 
 
 # --------------------------------------------------------------------------- messages
@@ -407,7 +462,7 @@ def build_command(
         link += ["-Xlinker", "--as-needed"]
         for d in dict.fromkeys(library_dirs):
             link += [f"-L{d}", "-Xlinker", f"-rpath,{d}"]
-        link += [f"-l{lib}" for lib in libraries]
+        link += [lib if lib.startswith("-l") else f"-l{lib}" for lib in libraries]
     return [
         nvcc,
         *DEFAULT_FLAGS,
@@ -469,16 +524,16 @@ def build_cuda(
     toolchain = nvcc_version(nvcc)
     root = toolkit_root(nvcc)
     dirs = _library_dirs(root)
-    found = {lib: _library_dir(lib, dirs) for lib in libraries}
-    linked = [lib for lib, d in found.items() if d is not None]
-    lib_dirs = [d for d in found.values() if d is not None]
-    skipped = [lib for lib in libraries if lib not in linked]
-    flags = list(extra_flags)
+    found = {lib: _library(lib, dirs) for lib in libraries}
+    link_args = [f[1] for f in found.values() if f is not None]
+    lib_dirs = [f[0] for f in found.values() if f is not None]
+    skipped = [lib for lib, f in found.items() if f is None]
+    flags = [*(f"-I{d}" for d in cublas_include_dirs(root)), *extra_flags]
     key = cache_key(
         source,
         flags=flags,
         arch=arch,
-        libraries=[*linked, *map(str, lib_dirs)],
+        libraries=[*link_args, *map(str, lib_dirs)],
         toolchain=toolchain,
     )
     base = cache_dir()
@@ -515,7 +570,7 @@ def build_cuda(
                 tmp_out,
                 arch=arch,
                 extra_flags=flags,
-                libraries=linked,
+                libraries=link_args,
                 library_dirs=lib_dirs,
             )
             try:
@@ -531,8 +586,18 @@ def build_cuda(
                 log = f"note: not linked (not found in this toolkit): {', '.join(skipped)}\n" + log
             if proc.returncode != 0 or not tmp_out.is_file():
                 diags = parse_compiler_output(log, src.name)
+                message = f"nvcc failed to build {name} (exit {proc.returncode})"
+                if re.search(r"cublas(_v2|Lt)?\.h: No such file", log):
+                    hint = _missing_cublas_hint(toolchain, root)
+                    message = f"{message}: {hint}"
+                    diags = [
+                        replace(d, message=f"{d.message} ({hint})")
+                        if "cublas" in d.message.lower() and "No such file" in d.message
+                        else d
+                        for d in diags
+                    ]
                 raise CudaBuildError(
-                    f"nvcc failed to build {name} (exit {proc.returncode})",
+                    message,
                     diags,
                     log,
                     source=source,

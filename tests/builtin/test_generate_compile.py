@@ -47,12 +47,14 @@ def _cuda_for(path: Path) -> str:
 
 
 def _has_cublas() -> bool:
-    nvcc = shutil.which("nvcc")
+    """cuBLAS headers in the toolkit, or in the nvidia-cublas wheel the build also searches."""
+    from stitch_lsp.runtime import fastcuda
+
+    nvcc = fastcuda.find_nvcc()
     if nvcc is None:
         return False
-    root = Path(nvcc).resolve().parent.parent
-    return any(
-        (root / d / "cublas_v2.h").is_file() for d in ("include", "targets/x86_64-linux/include")
+    return fastcuda.toolkit_has_cublas(fastcuda.toolkit_root(nvcc)) or bool(
+        fastcuda.cublas_wheels()
     )
 
 
