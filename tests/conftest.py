@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 
@@ -20,17 +18,10 @@ NCU_FIXTURES = TESTS / "fixtures" / "ncu"
 @cache
 def gpu_reason() -> str | None:
     """Why GPU tests cannot run here, or None when a CUDA GPU is visible."""
-    if shutil.which("nvidia-smi") is None:
-        return "no NVIDIA driver (nvidia-smi not found)"
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"nvidia-smi failed: {exc}"
-    if out.returncode != 0 or "GPU" not in out.stdout:
-        return "no CUDA GPU visible to nvidia-smi"
-    return None
+    from stitch_lsp.gpus import inventory
+
+    inv = inventory()
+    return None if inv.gpus else (inv.problem or "no CUDA GPU visible")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

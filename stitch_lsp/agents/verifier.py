@@ -117,12 +117,17 @@ def describe_timelines(report: object) -> str | None:
 
 
 def profile_candidate(
-    path: Path, settings: Settings, *, cancel: threading.Event | None = None
+    path: Path,
+    settings: Settings,
+    *,
+    cancel: threading.Event | None = None,
+    device: str | None = None,
 ) -> tuple[str | None, list[str]]:
     """ncu on the candidate's own kernels: a one-line summary and the top hints (or why not).
 
     It runs in the profile worker, like every profile: ncu_report is native code and never
     loads in the calling process (which may be the language server)."""
+    from stitch_lsp.gpus import inventory
     from stitch_lsp.models.profile import ProfileRequest, ProfileRun
     from stitch_lsp.profile.summary import top_hints
     from stitch_lsp.workers import WORKER_ENTRY_POINTS
@@ -144,6 +149,7 @@ def profile_candidate(
         request=request,
         result=ProfileRun,
         timeout_s=timeout_s + 60,
+        env={"CUDA_VISIBLE_DEVICES": inventory().physical(device)} if device else {},
         label="the profile worker",
     )
     try:
@@ -212,7 +218,7 @@ class StitchVerifier:
         with tempfile.TemporaryDirectory(prefix="stitch-profile-") as tmp:
             path = Path(tmp) / "candidate.py"
             path.write_text(with_reference_inputs(candidate, reference), encoding="utf-8")
-            return profile_candidate(path, self.settings, cancel=cancel)
+            return profile_candidate(path, self.settings, cancel=cancel, device=self.device)
 
 
 def with_reference_inputs(candidate: str, reference: Path) -> str:

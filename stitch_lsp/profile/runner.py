@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from stitch_lsp.gpus import build_arch, inventory
 from stitch_lsp.models.profile import ProfileErrorKind, ProfileRequest, ProfileRun
 from stitch_lsp.workers import WORKER_ENTRY_POINTS
 from stitch_lsp.workers.launch import worker_command, worker_environment
@@ -51,39 +52,8 @@ def find_ncu(configured: str = "ncu") -> str | None:
 
 
 def gpu_problem() -> str | None:
-    """Why there is no usable NVIDIA GPU here, or None."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return "no NVIDIA driver on this machine (nvidia-smi not found), so nothing can be profiled"
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"nvidia-smi failed: {exc}"
-    if out.returncode != 0 or "GPU" not in out.stdout:
-        return "no NVIDIA GPU is visible (nvidia-smi -L lists none)"
-    return None
-
-
-def gpu_arch() -> str | None:
-    """sm_XY of the first GPU, from nvidia-smi; None if it cannot say."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = out.stdout.strip().splitlines()[:1]
-    if out.returncode != 0 or not first or "." not in first[0]:
-        return None
-    major, minor = first[0].strip().split(".", 1)
-    return f"sm_{major}{minor}{'a' if major == '9' else ''}"
+    """Why there is no usable NVIDIA GPU here (nothing can be profiled), or None."""
+    return inventory().problem
 
 
 def kernel_names(source: str) -> list[str]:
@@ -208,7 +178,7 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
         if nvcc is None:
             return fail(ProfileErrorKind.build_failed, "nvcc was not found on PATH")
         binary = report_dir / path.stem
-        arch = gpu_arch() or "sm_90"
+        arch = build_arch()
         build = [nvcc, "-O3", "-lineinfo", f"-arch={arch}", *req.nvcc_flags, "-o", str(binary),
                  str(path)]  # fmt: skip
         t = time.perf_counter()

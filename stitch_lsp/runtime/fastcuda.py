@@ -45,6 +45,8 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
+from stitch_lsp.gpus import DEFAULT_ARCH, build_arch, normalize_arch
+
 DEFAULT_FLAGS: tuple[str, ...] = (
     "-O3",
     "-lineinfo",
@@ -53,7 +55,6 @@ DEFAULT_FLAGS: tuple[str, ...] = (
     "-Xcompiler",
     "-fPIC",
 )
-DEFAULT_ARCH = "sm_90a"
 BUILD_TIMEOUT_S = 600.0
 # Appended (never prepended, so the source's line numbers stay as they are) to every build, so
 # the Python side can turn a launcher's return code into CUDA's own message.
@@ -210,61 +211,10 @@ def _toolchain_facts(nvcc: str) -> dict[str, str]:
     return facts
 
 
-def normalize_arch(value: str) -> str:
-    """'9.0' / '90' / '90a' / 'sm_90' / 'sm_90a' -> 'sm_90a' style. Hopper gets the `a` suffix
-    (wgmma and TMA need it); other GPUs keep the plain number."""
-    v = value.strip().lower()
-    v = v.removeprefix("sm_").removeprefix("compute_")
-    if "." in v:
-        major, minor = v.split(".", 1)
-        v = f"{major}{minor}"
-    if not re.fullmatch(r"\d{2,3}[af]?", v):
-        raise ValueError(f"not a CUDA architecture: {value!r}")
-    if v == "90":
-        v = "90a"
-    return f"sm_{v}"
-
-
-@cache
-def _gpu_arch_from_smi() -> str | None:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run(
-            [exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    caps = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    if out.returncode != 0 or not caps:
-        return None
-    try:
-        return normalize_arch(caps[0])
-    except ValueError:
-        return None
-
-
 def detect_arch() -> str:
-    """`STITCH_CUDA_ARCH`, else the current GPU's compute capability, else sm_90a.
-
-    When the calling process already runs CUDA through torch (a verify worker, generated code
-    in a model), torch knows the device; asking it is free, unlike starting nvidia-smi.
-    """
-    env = os.environ.get("STITCH_CUDA_ARCH")
-    if env:
-        return normalize_arch(env)
-    torch = sys.modules.get("torch")
-    try:
-        if torch is not None and torch.cuda.is_initialized():
-            major, minor = torch.cuda.get_device_capability(torch.cuda.current_device())
-            return normalize_arch(f"{major}.{minor}")
-    except Exception:
-        pass
-    return _gpu_arch_from_smi() or DEFAULT_ARCH
+    """The architecture to build for: the one policy of `stitch_lsp.gpus.build_arch`
+    (`STITCH_CUDA_ARCH`, else torch's device in this process, else the GPU's, else sm_90a)."""
+    return build_arch()
 
 
 def gencode_flags(arch: str) -> list[str]:

@@ -4,7 +4,8 @@
 worker subprocess (`python -m stitch_lsp.verify.worker`) that talks back in pydantic JSON.
 """
 
-from stitch_lsp.verify.devices import DevicePool, visible_gpus
+from stitch_lsp.gpus import visible_gpus
+from stitch_lsp.verify.devices import DevicePool
 from stitch_lsp.verify.runner import verify
 
 __all__ = ["DevicePool", "verify", "visible_gpus"]

@@ -8,15 +8,14 @@ only as a log tail).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
 
 from stitch_lsp.config import Settings
+from stitch_lsp.gpus import inventory, visible_gpus
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
-from stitch_lsp.verify.devices import visible_gpus
 from stitch_lsp.workers import WORKER_ENTRY_POINTS
 from stitch_lsp.workers.launch import (
     WorkerCall,
@@ -109,8 +108,7 @@ def verify(
                 candidate=str(candidate),
                 diagnostics=statics,
             )
-        index = int(chosen.split(":", 1)[1]) if ":" in chosen else 0
-        env["CUDA_VISIBLE_DEVICES"] = _physical_index(index)
+        env["CUDA_VISIBLE_DEVICES"] = inventory().physical(chosen)
         worker_device = "cuda:0"
     else:
         # No GPU (or a compile-only request): hide every GPU so the worker only builds.
@@ -140,16 +138,6 @@ def verify(
     result.diagnostics = statics + result.diagnostics
     result.wall_seconds = time.perf_counter() - start
     return result
-
-
-def _physical_index(index: int) -> str:
-    """cuda:K of this process -> the CUDA_VISIBLE_DEVICES entry the worker must see."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible:
-        entries = [v.strip() for v in visible.split(",") if v.strip()]
-        if 0 <= index < len(entries):
-            return entries[index]
-    return str(index)
 
 
 def run_worker(

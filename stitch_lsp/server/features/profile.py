@@ -15,7 +15,6 @@ Commands:
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -283,13 +282,14 @@ async def _run_worker(
     ls: StitchServer, ctx: JobContext, request: ProfileRequest | ReportRequest
 ) -> ProfileRun:
     """The profile worker (ncu, or a report read) through the scheduler's launcher."""
+    from stitch_lsp.gpus import inventory
     from stitch_lsp.models.profile import ProfileErrorKind
     from stitch_lsp.workers import WORKER_ENTRY_POINTS
     from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind
 
     env: dict[str, str] = {}
     if ctx.device and ctx.device.startswith("cuda:"):
-        env["CUDA_VISIBLE_DEVICES"] = _physical_device(ctx.device)
+        env["CUDA_VISIBLE_DEVICES"] = inventory().physical(ctx.device)
     call = WorkerCall(
         module=WORKER_ENTRY_POINTS["profile"],
         request=request,
@@ -310,14 +310,6 @@ async def _run_worker(
             error=f"{exc.message}: {tail[-500:]}" if tail else exc.message,
             log_tail=tail[-2000:],
         )
-
-
-def _physical_device(device: str) -> str:
-    index = int(device.split(":", 1)[1])
-    visible = [
-        v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()
-    ]
-    return visible[index] if index < len(visible) else str(index)
 
 
 async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> ProfileRun:
