@@ -9,7 +9,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic.alias_generators import to_camel
 
 
 class Bottleneck(str, Enum):
@@ -199,3 +200,32 @@ class ProfileRun(BaseModel):
     ncu_s: float = 0.0
     build_s: float = 0.0
     log_tail: str = ""
+
+
+class KernelSummary(BaseModel):
+    """The per-kernel record in `stitch-lsp profile --json` (`kernels`, snake_case) and in the
+    editor's profile command results (camelCase)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    name: str
+    path: str | None = None
+    line: int | None = None
+    duration_us: float | None = None
+    sm_throughput_pct: float | None = None
+    memory_throughput_pct: float | None = None
+    dram_gb_per_s: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    achieved_occupancy_pct: float | None = None
+    occupancy_limiter: str | None = None
+    registers_per_thread: int | None = None
+    shared_mem_per_block: int | None = None
+    block: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    waves_per_sm: float | None = None
+    top_stalls: list[str]
+    bottleneck: str
+    bottleneck_reason: str
+    roofline_bound: str | None = None
+    arithmetic_intensity: float | None = None
+    hints: list[str]

@@ -10,6 +10,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stitch_lsp.models.profile import KernelSummary, ProfileRun
+    from stitch_lsp.profile.pipeline import MappedReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,37 +63,28 @@ def _parse_maps(items: list[str]) -> dict[str, str]:
     return maps
 
 
-def _emit(report, mapper, as_json: bool, extra: dict | None = None, fallback=None) -> int:  # type: ignore[no-untyped-def]
+def _emit(mapped: MappedReport, as_json: bool, extra: dict[str, Any] | None = None) -> int:
     from stitch_lsp.models.findings import CheckReport, Severity
-    from stitch_lsp.profile.findings import place_kernel, report_findings, unmapped_paths
-    from stitch_lsp.profile.summary import summarize
 
-    findings = report_findings(report, mapper, fallback)
-    summaries = []
-    for k in report.kernels:
-        place = place_kernel(k, mapper, fallback)
-        summaries.append(
-            summarize(k, str(place.path) if place else k.source_path, place.line if place else None)
-        )
-    missing = unmapped_paths(report, mapper)
+    summaries = [k.summary for k in mapped.kernels]
     if as_json:
-        doc = CheckReport(diagnostics=findings).model_dump(mode="json")
+        doc = CheckReport(diagnostics=mapped.findings).model_dump(mode="json")
         doc["kernels"] = [s.model_dump(mode="json") for s in summaries]
-        doc["report"] = report.report_path
-        doc["unmapped"] = missing
+        doc["report"] = mapped.report.report_path
+        doc["unmapped"] = mapped.unmapped
         doc.update(extra or {})
         print(json.dumps(doc, indent=2))
         return 0
     _print_table(summaries)
     cwd = Path.cwd()
-    for f in findings:
+    for f in mapped.findings:
         try:
             shown = str(Path(f.path).relative_to(cwd))
         except ValueError:
             shown = f.path
         sev = "note" if f.severity in (Severity.information, Severity.hint) else f.severity.value
         print(f"{shown}:{f.line}:{f.column}: {sev}: [{f.code}] {f.message}")
-    for p in missing:
+    for p in mapped.unmapped:
         print(
             f"note: no local file found for report source {p}; "
             f"pass --map {p}=LOCAL_PATH (a .cu file or the .py holding the CUDA string)",
@@ -100,7 +96,7 @@ def _emit(report, mapper, as_json: bool, extra: dict | None = None, fallback=Non
 _COLUMNS = ("kernel", "time", "SM %", "mem %", "DRAM GB/s", "occupancy", "regs", "bottleneck")
 
 
-def _rows(summaries) -> list[list[str]]:  # type: ignore[no-untyped-def]
+def _rows(summaries: list[KernelSummary]) -> list[list[str]]:
     def f(v: float | None, spec: str) -> str:
         return "-" if v is None else format(v, spec)
 
@@ -122,7 +118,7 @@ def _rows(summaries) -> list[list[str]]:  # type: ignore[no-untyped-def]
     return rows
 
 
-def _print_table(summaries) -> None:  # type: ignore[no-untyped-def]
+def _print_table(summaries: list[KernelSummary]) -> None:
     rows = _rows(summaries)
     try:
         from rich.console import Console
@@ -141,7 +137,7 @@ def _print_table(summaries) -> None:  # type: ignore[no-untyped-def]
 
 
 def _run_hints(args: argparse.Namespace) -> int:
-    from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
+    from stitch_lsp.profile.pipeline import map_report, source_mapper
     from stitch_lsp.profile.report import ReportError, load_report
 
     maps = _parse_maps(args.map)
@@ -151,14 +147,13 @@ def _run_hints(args: argparse.Namespace) -> int:
         print(f"hints: {exc}", file=sys.stderr)
         return 2
     roots = [Path(r) for r in args.root] or [Path.cwd()]
-    mapper = SourceMapper(report.sources, maps, workspace_candidates(roots))
-    return _emit(report, mapper, args.json)
+    return _emit(map_report(report, source_mapper(report, roots, maps=maps)), args.json)
 
 
 def _run_profile(args: argparse.Namespace) -> int:
     from stitch_lsp.config import Settings
     from stitch_lsp.models.profile import ProfileRequest
-    from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
+    from stitch_lsp.profile.pipeline import map_report, source_mapper
     from stitch_lsp.profile.runner import run_profile
 
     settings = Settings.from_sources()
@@ -184,16 +179,12 @@ def _run_profile(args: argparse.Namespace) -> int:
             if run.log_tail:
                 print(run.log_tail, file=sys.stderr)
         return 1
-    from stitch_lsp.profile.findings import module_anchor
-
-    mapper = SourceMapper(
-        run.report.sources, {}, workspace_candidates([path.parent]), preferred=path
-    )
-    anchor = module_anchor(path, mapper.text_of(path) or "", args.class_name)
-    return _emit(run.report, mapper, args.json, _run_info(run), anchor)
+    mapper = source_mapper(run.report, [path.parent], preferred=path)
+    mapped = map_report(run.report, mapper, origin=path, class_name=args.class_name)
+    return _emit(mapped, args.json, _run_info(run))
 
 
-def _run_info(run) -> dict:  # type: ignore[no-untyped-def]
+def _run_info(run: ProfileRun) -> dict[str, Any]:
     return {
         "ok": run.ok,
         "error_kind": run.error_kind.value if run.error_kind else None,

@@ -2,35 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from stitch_lsp.models.profile import KernelSummary, ProfileResult
 
-from stitch_lsp.models.profile import ProfileResult
-
-
-class KernelSummary(BaseModel):
-    """The per-kernel record in `stitch-lsp profile --json` (`kernels`)."""
-
-    name: str
-    path: str | None = None
-    line: int | None = None
-    duration_us: float | None = None
-    sm_throughput_pct: float | None = None
-    memory_throughput_pct: float | None = None
-    dram_gb_per_s: float | None = None
-    theoretical_occupancy_pct: float | None = None
-    achieved_occupancy_pct: float | None = None
-    occupancy_limiter: str | None = None
-    registers_per_thread: int | None = None
-    shared_mem_per_block: int | None = None
-    block: tuple[int, int, int]
-    grid: tuple[int, int, int]
-    waves_per_sm: float | None = None
-    top_stalls: list[str]
-    bottleneck: str
-    bottleneck_reason: str
-    roofline_bound: str | None = None
-    arithmetic_intensity: float | None = None
-    hints: list[str]
+__all__ = ["KernelSummary", "hover_markdown", "lens_title", "summarize", "top_hints"]
 
 
 def top_hints(k: ProfileResult, n: int = 3) -> list[str]:

@@ -15,10 +15,10 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from lsprotocol import types as lsp
 from pydantic import ValidationError
@@ -54,6 +54,7 @@ from stitch_lsp.server.scopes import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+S = TypeVar("S")
 
 FEATURE_MODULES: list[str] = [
     "stitch_lsp.server.features.static",
@@ -143,6 +144,7 @@ class StitchServer(LanguageServer):
         self.load_errors: list[str] = []
         self.startup_report = SettingsReport()
         self._debounce: dict[str, asyncio.Task[None]] = {}
+        self._stores: dict[type, object] = {}
         self.publish_count = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.jobs = JobScheduler(
@@ -215,13 +217,21 @@ class StitchServer(LanguageServer):
 
     def schedule_publish(self, uri: str, delay_ms: int | None = None) -> None:
         """Publish after `delay_ms` (default: the debounce setting), replacing a pending one."""
-        pending = self._debounce.pop(uri, None)
-        if pending is not None and not pending.done():
-            pending.cancel()
+        self.cancel_publish(uri)
         delay = self.settings.debounce_ms if delay_ms is None else delay_ms
         self._debounce[uri] = asyncio.get_running_loop().create_task(
             self._publish_later(uri, delay)
         )
+
+    def cancel_publish(self, uri: str) -> None:
+        """Drop a pending (debounced) publish of `uri`."""
+        pending = self._debounce.pop(uri, None)
+        if pending is not None and not pending.done():
+            pending.cancel()
+
+    def cancel_pending_publishes(self) -> None:
+        for uri in list(self._debounce):
+            self.cancel_publish(uri)
 
     async def _publish_later(self, uri: str, delay_ms: int) -> None:
         if delay_ms > 0:
@@ -389,6 +399,10 @@ class StitchServer(LanguageServer):
             Document("untitled:warm-up.cu", "__global__ void k() {}\n", "cuda-cpp"), self.settings
         )
 
+    def pin_devices(self, devices: list[str]) -> None:
+        """Use exactly these GPUs instead of discovering them (tests, site plug-ins)."""
+        self._fixed_devices = list(devices)
+
     async def refresh_devices(self) -> None:
         """Find the GPUs (nvidia-smi may take a moment: off the event loop)."""
         if self._fixed_devices is not None:
@@ -399,6 +413,24 @@ class StitchServer(LanguageServer):
         loop = asyncio.get_running_loop()
         devices = await loop.run_in_executor(self.executor, discover_gpus, self.settings.device)
         self.jobs.set_devices(devices)
+
+    # ---- feature state and editor requests ---------------------------------------------------
+
+    def store(self, kind: type[S]) -> S:
+        """The one instance of a feature's store (created on first use), typed: features keep
+        their state here instead of as attributes patched onto the server."""
+        found = self._stores.get(kind)
+        if found is None:
+            found = self._stores[kind] = kind()
+        return cast(S, found)
+
+    async def refresh_code_lenses(self) -> None:
+        """Ask the editor to fetch code lenses again (new results), where it supports that."""
+        caps = self.client_capabilities
+        ws = caps.workspace if caps else None
+        if ws and ws.code_lens and ws.code_lens.refresh_support:
+            with suppress(Exception):
+                await asyncio.wait_for(self.workspace_code_lens_refresh_async(None), 5)
 
     # ---- messages -----------------------------------------------------------------------------
 

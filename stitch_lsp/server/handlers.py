@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types as lsp
+from pydantic import BaseModel
 
 from stitch_lsp.analysis.document import Document
 from stitch_lsp.server.app import StitchServer
@@ -115,8 +116,7 @@ def register_handlers(server: StitchServer) -> None:
     @server.feature(lsp.SHUTDOWN)
     @guarded("shutdown")
     async def shutdown(ls: StitchServer, params: None) -> None:
-        for task in ls._debounce.values():
-            task.cancel()
+        ls.cancel_pending_publishes()
         await ls.jobs.shutdown()
 
     # ---- text sync --------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def register_handlers(server: StitchServer) -> None:
         td = params.text_document
         doc = Document(td.uri, td.text, td.language_id, td.version)
         ls.documents[td.uri] = OpenDocument(td.uri, doc, ls.settings)
-        _cancel_pending(ls, td.uri)
+        ls.cancel_publish(td.uri)
         await ls.publish(td.uri)  # open is not debounced: the user is looking at it now
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
@@ -163,7 +163,7 @@ def register_handlers(server: StitchServer) -> None:
         state = ls.documents.get(uri)
         if state is None:
             return
-        _cancel_pending(ls, uri)
+        ls.cancel_publish(uri)
         await ls.publish(uri)
         for listener in list(ls.save_listeners):
             await ls.call_provider("on save", listener, state, default=None)
@@ -172,7 +172,7 @@ def register_handlers(server: StitchServer) -> None:
     @guarded("didClose")
     def did_close(ls: StitchServer, params: lsp.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
-        _cancel_pending(ls, uri)
+        ls.cancel_publish(uri)
         if ls.documents.pop(uri, None) is not None:
             ls.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[])
@@ -314,12 +314,6 @@ def register_handlers(server: StitchServer) -> None:
 # ---- helpers ------------------------------------------------------------------------------------
 
 
-def _cancel_pending(ls: StitchServer, uri: str) -> None:
-    task = ls._debounce.pop(uri, None)
-    if task is not None and not task.done():
-        task.cancel()
-
-
 def _allowed(ls: StitchServer, command: str) -> bool:
     spec = ls.commands.get(command)
     return spec is None or ls.command_enabled(command)
@@ -336,7 +330,13 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
     # command's JSON arguments as they came.
     async def command(ls: StitchServer, *args: Any) -> Any:
         try:
-            return await spec.handler(ls, *args)
+            result = await spec.handler(ls, *args)
+            # Typed results travel in camelCase, like every LSP payload.
+            return (
+                result.model_dump(mode="json", by_alias=True)
+                if isinstance(result, BaseModel)
+                else result
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:

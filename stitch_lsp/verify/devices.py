@@ -15,6 +15,7 @@ from stitch_lsp.gpus import visible_gpus
 T = TypeVar("T")
 R = TypeVar("R")
 
+
 class DevicePool:
     """Hands out GPUs, one job per GPU; `acquire` blocks until one is free."""
 

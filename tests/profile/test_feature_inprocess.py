@@ -10,7 +10,8 @@ from stitch_lsp.analysis.document import Document
 from stitch_lsp.profile.report import load_report
 from stitch_lsp.server.app import create_server
 from stitch_lsp.server.documents import OpenDocument
-from stitch_lsp.server.features.profile import DocProfile, text_hash
+from stitch_lsp.server.features.common import VerifiedSpeedups
+from stitch_lsp.server.features.profile import DocProfile, ProfileStore, text_hash
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,13 +20,13 @@ def test_verified_speedup_and_staleness(tmp_path: Path) -> None:
     src = REPO / "examples/kernels/profile_inline_transpose.py"
     text = src.read_text()
     server = create_server(devices=[])
-    store = server.profile_store  # type: ignore[attr-defined]
+    store = server.store(ProfileStore)
     report = load_report(REPO / "tests/fixtures/ncu/profile_inline_transpose.ncu-rep")
     uri = (tmp_path / "t.py").as_uri()
     doc = OpenDocument(uri, Document(uri, text, "python", 1), server.settings)
     sig = next(i for i, ln in enumerate(text.splitlines(), 1) if "void transpose_inline" in ln)
     store.put(uri, DocProfile(text_hash(text), "r.ncu-rep", [], [(report.kernels[0], sig)]))
-    store.set_speedup(uri, text, 1.37)
+    server.store(VerifiedSpeedups).record(uri, text, 1.37)
 
     lenses = server.code_lens_providers["profile"](doc)
     titles = [x.command.title for x in lenses]  # type: ignore[union-attr]

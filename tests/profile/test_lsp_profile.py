@@ -177,7 +177,7 @@ async def test_profile_without_gpu_says_so(client: StitchClient, tmp_path: Path)
     )
     if result.get("ok"):
         pytest.skip("this machine has a GPU and ncu")
-    assert "GPU" in result["error"] or "ncu" in result["error"], result
+    assert "GPU" in result["message"] or "ncu" in result["message"], result
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,6 +14,7 @@ from typing import Any
 import stitch_lsp.verify
 from stitch_lsp.models.verify import VerifyResult, VerifyStatus
 from stitch_lsp.server.app import StitchServer
+from stitch_lsp.server.features.common import VerifiedSpeedups
 
 CALLS: list[dict[str, Any]] = []
 
@@ -31,11 +32,10 @@ def scripted_verify(reference: Path, candidate: Path, settings: Any, **kw: Any) 
 
 
 async def speedups(ls: StitchServer, *args: Any) -> dict[str, Any]:
-    store = ls.profile_store  # type: ignore[attr-defined]
-    return {"speedups": sorted(store.speedups.values()), "calls": CALLS}
+    return {"speedups": sorted(ls.store(VerifiedSpeedups).values()), "calls": CALLS}
 
 
 def register(server: StitchServer) -> None:
-    server._fixed_devices = ["cuda:0"]
+    server.pin_devices(["cuda:0"])
     stitch_lsp.verify.verify = scripted_verify  # type: ignore[assignment]
     server.register_command("test.verifyCalls", speedups, executes_code=False)

@@ -17,7 +17,6 @@ Commands:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,13 @@ from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import Analysis, ModuleInfo, range_contains
+from stitch_lsp.models.commands import (
+    AttemptSummary,
+    CommandResult,
+    GenerateCommandResult,
+    OpenGeneratedResult,
+)
+from stitch_lsp.server.features.common import at_line, fail, lens, unsaved, uri_argument
 from stitch_lsp.server.scopes import OutsideWorkspace, generated_file_folder, output_folder
 
 if TYPE_CHECKING:
@@ -48,9 +54,12 @@ class RunSummary:
     output_uri: str | None
 
 
+class RunSummaries(dict[str, RunSummary]):
+    """The last run's summary per reference uri (`<uri>#optimize` for an Optimize run)."""
+
+
 def register(server: StitchServer) -> None:
-    summaries: dict[str, RunSummary] = {}
-    server.generate_summaries = summaries  # type: ignore[attr-defined]  # for tests
+    summaries = server.store(RunSummaries)
 
     def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
         a = _python_analysis(doc)
@@ -60,17 +69,17 @@ def register(server: StitchServer) -> None:
         ref = _reference_module(a)
         if ref is not None:
             row = ref.selection_range[0]
-            out.append(_lens(row, GENERATE_TITLE, GENERATE, [doc.uri]))
+            out.append(lens(row, GENERATE_TITLE, GENERATE, [doc.uri]))
             done = summaries.get(doc.uri)
             if done is not None:
                 args = [done.output_uri] if done.output_uri else [doc.uri]
-                out.append(_lens(row, done.title, OPEN if done.output_uri else GENERATE, args))
+                out.append(lens(row, done.title, OPEN if done.output_uri else GENERATE, args))
         new = a.module("ModelNew")
         if new is not None:
-            out.append(_lens(new.selection_range[0], OPTIMIZE_TITLE, OPTIMIZE, [doc.uri]))
+            out.append(lens(new.selection_range[0], OPTIMIZE_TITLE, OPTIMIZE, [doc.uri]))
             done = summaries.get(f"{doc.uri}#optimize")
             if done is not None and done.output_uri:
-                out.append(_lens(new.selection_range[0], done.title, OPEN, [done.output_uri]))
+                out.append(lens(new.selection_range[0], done.title, OPEN, [done.output_uri]))
         return out
 
     def actions(doc: OpenDocument, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
@@ -88,15 +97,14 @@ def register(server: StitchServer) -> None:
             out.append(_action(OPTIMIZE_TITLE, OPTIMIZE, doc.uri))
         return out
 
-    async def generate(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        return await run_generation(ls, summaries, _uri_arg(args, GENERATE), optimize=False)
+    async def generate(ls: StitchServer, *args: Any) -> CommandResult:
+        return await run_generation(ls, summaries, uri_argument(args, GENERATE), optimize=False)
 
-    async def optimize(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        return await run_generation(ls, summaries, _uri_arg(args, OPTIMIZE), optimize=True)
+    async def optimize(ls: StitchServer, *args: Any) -> CommandResult:
+        return await run_generation(ls, summaries, uri_argument(args, OPTIMIZE), optimize=True)
 
-    async def open_generated(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        uri = _uri_arg(args, OPEN)
-        return {"shown": await _show(ls, uri)}
+    async def open_generated(ls: StitchServer, *args: Any) -> OpenGeneratedResult:
+        return OpenGeneratedResult(shown=await _show(ls, uri_argument(args, OPEN)))
 
     server.register_code_lens_provider("generate", lenses)
     server.register_code_action_provider("generate", actions)
@@ -109,23 +117,23 @@ def register(server: StitchServer) -> None:
 
 
 async def run_generation(
-    ls: StitchServer, summaries: dict[str, RunSummary], uri: str, *, optimize: bool
-) -> dict[str, Any]:
+    ls: StitchServer, summaries: RunSummaries, uri: str, *, optimize: bool
+) -> CommandResult:
     """Queue the loop for `uri`, then write, open and summarise its best attempt."""
     from stitch_lsp.server.jobs import JobSpec, JobState
 
     path = uri_to_path(uri)
     if path is None or path.suffix != ".py" or not path.is_file():
-        return _fail(ls, "generation works on a saved KernelBench-format .py file")
+        return fail(ls, "generation works on a saved KernelBench-format .py file")
     doc = ls.documents.get(uri)
-    if doc is not None and _dirty(doc, path):
-        return _fail(ls, "save the file first: the loop reads what is on disk")
+    if doc is not None and unsaved(doc, path):
+        return fail(ls, "save the file first: the loop reads what is on disk")
     reference, start_from, problem = _inputs(doc, path, optimize)
     if reference is None:
-        return _fail(ls, problem or "no reference to work from")
+        return fail(ls, problem or "no reference to work from")
     compile_only = not ls.jobs.devices
     if optimize and compile_only:
-        return _fail(ls, "Optimizing needs a CUDA GPU to measure speed; none is visible here.")
+        return fail(ls, "Optimizing needs a CUDA GPU to measure speed; none is visible here.")
     roots = ls.workspace_roots() or [path.parent]
     root = roots[0]
     label = _relative(reference, root)
@@ -138,7 +146,7 @@ async def run_generation(
             user_level="trajectories_dir" in ls.user_level,
         )
     except OutsideWorkspace as exc:
-        return _fail(ls, str(exc))
+        return fail(ls, str(exc))
     out_dir = generated_file_folder(reference, path, roots)
 
     async def run(ctx: JobContext) -> RunResult:
@@ -172,16 +180,16 @@ async def run_generation(
     outcome = await ls.jobs.submit(spec).wait()
     result = outcome.result
     if outcome.state is JobState.cancelled:
-        return {"ok": False, "state": "cancelled", "message": outcome.message or "cancelled"}
+        return CommandResult(ok=False, state="cancelled", message=outcome.message or "cancelled")
     if outcome.state is not JobState.done or result is None:
-        return _fail(ls, outcome.message or outcome.state.value, state=outcome.state.value)
+        return fail(ls, outcome.message or outcome.state.value, state=outcome.state.value)
 
     best = result.best
     output_uri: str | None = None
     if best is not None and best.code is not None and result.stopped != "cancelled":
         output_uri, problem = await _write_output(ls, reference, best.code, out_dir)
         if output_uri is None:
-            return _fail(ls, f"{result.message}; but the file could not be created: {problem}")
+            return fail(ls, f"{result.message}; but the file could not be created: {problem}")
         result.output = str(uri_to_path(output_uri))
     key = f"{uri}#optimize" if optimize else uri
     title = _summary_title(result)
@@ -193,26 +201,26 @@ async def run_generation(
     ls.window_show_message(lsp.ShowMessageParams(type=kind, message=shown))
     if output_uri:
         await _show(ls, output_uri)
-    await _refresh_lenses(ls)
-    return {
-        "ok": result.ok,
-        "output": output_uri,
-        "message": result.message,
-        "verify": result.verify_mode,
-        "stopped": result.stopped,
-        "trajectories": result.trajectory_file,
-        "attempts": [
-            {
-                "index": a.index,
-                "stage": a.stage.value,
-                "status": a.verdict.status,
-                "speedup": a.verdict.speedup,
-                "rubric": a.rubric_total,
-                "reward": a.reward,
-            }
+    await ls.refresh_code_lenses()
+    return GenerateCommandResult(
+        ok=result.ok,
+        output=output_uri,
+        message=result.message,
+        verify=result.verify_mode,
+        stopped=result.stopped,
+        trajectories=result.trajectory_file,
+        attempts=[
+            AttemptSummary(
+                index=a.index,
+                stage=a.stage.value,
+                status=a.verdict.status,
+                speedup=a.verdict.speedup,
+                rubric=a.rubric_total,
+                reward=a.reward,
+            )
             for a in result.attempts
         ],
-    }
+    )
 
 
 def _inputs(
@@ -259,7 +267,7 @@ async def _write_output(
                     text_document=lsp.OptionalVersionedTextDocumentIdentifier(
                         uri=uri, version=None
                     ),
-                    edits=[lsp.TextEdit(range=_at(0), new_text=text)],
+                    edits=[lsp.TextEdit(range=at_line(0), new_text=text)],
                 ),
             ]
         )
@@ -301,14 +309,6 @@ async def _show(ls: StitchServer, uri: str) -> bool:
     return bool(res and res.success)
 
 
-async def _refresh_lenses(ls: StitchServer) -> None:
-    caps = ls.client_capabilities
-    ws = caps.workspace if caps else None
-    if ws and ws.code_lens and ws.code_lens.refresh_support:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ls.workspace_code_lens_refresh_async(None), 5)
-
-
 def _summary_title(result: RunResult) -> str:
     n = len(result.attempts)
     best = result.best
@@ -341,44 +341,11 @@ def _reference_module(a: Analysis) -> ModuleInfo | None:
     return m if m is not None and m.forward_params is not None else None
 
 
-def _dirty(doc: OpenDocument, path: Path) -> bool:
-    try:
-        return path.read_text(encoding="utf-8") != doc.text
-    except OSError:
-        return True
-
-
 def _relative(path: Path, root: Path) -> str:
     try:
         return Path(os.path.relpath(path, root)).as_posix()
     except ValueError:  # another drive on Windows
         return str(path)
-
-
-def _fail(ls: StitchServer, message: str, **extra: Any) -> dict[str, Any]:
-    ls.window_show_message(
-        lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"stitch: {message}")
-    )
-    return {"ok": False, "message": message, **extra}
-
-
-def _uri_arg(args: tuple[Any, ...], command: str) -> str:
-    if args and isinstance(args[0], dict) and "uri" in args[0]:
-        return str(args[0]["uri"])
-    if args and isinstance(args[0], str):
-        return args[0]
-    raise ValueError(f"{command} wants [uri] or [{{uri}}]")
-
-
-def _at(line: int) -> lsp.Range:
-    pos = lsp.Position(line=line, character=0)
-    return lsp.Range(start=pos, end=pos)
-
-
-def _lens(row: int, title: str, command: str, args: list[Any]) -> lsp.CodeLens:
-    return lsp.CodeLens(
-        range=_at(max(row, 0)), command=lsp.Command(title=title, command=command, arguments=args)
-    )
 
 
 def _action(title: str, command: str, uri: str) -> lsp.CodeAction:

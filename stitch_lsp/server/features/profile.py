@@ -14,7 +14,6 @@ Commands:
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -25,6 +24,12 @@ from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import KernelInfo, LaunchInfo, ModuleInfo
+from stitch_lsp.models.commands import (
+    CommandResult,
+    ProfileArgs,
+    ProfileCommandResult,
+    ShowProfileArgs,
+)
 from stitch_lsp.models.findings import Finding
 from stitch_lsp.models.profile import (
     ProfileReport,
@@ -34,6 +39,13 @@ from stitch_lsp.models.profile import (
     ReportRequest,
 )
 from stitch_lsp.server.documents import text_hash
+from stitch_lsp.server.features.common import (
+    AfterSave,
+    VerifiedSpeedups,
+    arguments,
+    lens,
+    unsaved,
+)
 
 if TYPE_CHECKING:
     from stitch_lsp.server.app import StitchServer
@@ -61,20 +73,13 @@ class DocProfile:
 
 @dataclass
 class ProfileStore:
-    """Profiles per document and content hash, plus verified speedups for the hover.
+    """Profiles per document and content hash (`server.store(ProfileStore)`).
 
-    A verify feature records what it measured with `server.profile_store.set_speedup(uri,
-    text, speedup)`; the hover and lenses show it beside the profile of the same text.
+    The hover and lenses show a speedup the Verifier measured on the same text
+    (`VerifiedSpeedups`) beside the profile.
     """
 
     by_uri: dict[str, OrderedDict[str, DocProfile]] = field(default_factory=dict)
-    speedups: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    def set_speedup(self, uri: str, text: str, speedup: float) -> None:
-        self.speedups[(uri, text_hash(text))] = speedup
-
-    def speedup(self, uri: str, text: str, prof: DocProfile) -> float | None:
-        return self.speedups.get((uri, text_hash(text)), prof.speedup)
 
     def put(self, uri: str, prof: DocProfile) -> None:
         per = self.by_uri.setdefault(uri, OrderedDict())
@@ -93,9 +98,13 @@ class ProfileStore:
 
 
 def register(server: StitchServer) -> None:
-    store = ProfileStore()
-    server.profile_store = store  # type: ignore[attr-defined]  # for debugInfo and tests
-    on_save_tasks: dict[str, asyncio.Task[None]] = {}
+    store = server.store(ProfileStore)
+    verified = server.store(VerifiedSpeedups)
+    after_save = AfterSave(server)
+
+    def speedup_of(doc: OpenDocument, prof: DocProfile) -> float | None:
+        found = verified.get(doc.uri, doc.text)
+        return found if found is not None else prof.speedup
 
     def diagnostics(doc: OpenDocument) -> list[Finding]:
         prof = store.fresh(doc.uri, doc.text)
@@ -112,28 +121,26 @@ def register(server: StitchServer) -> None:
         if isinstance(target, (KernelInfo, LaunchInfo)):
             name = target.name if isinstance(target, KernelInfo) else target.kernel
             k = _kernel(prof, name)
-            return hover_markdown(k, store.speedup(doc.uri, doc.text, prof), stale) if k else None
+            return hover_markdown(k, speedup_of(doc, prof), stale) if k else None
         if isinstance(target, ModuleInfo) and prof.kernels:
-            return _module_markdown(prof, stale, store.speedup(doc.uri, doc.text, prof))
+            return _module_markdown(prof, stale, speedup_of(doc, prof))
         return None
 
     def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
         prof, stale = _profile_for(store, doc)
         if prof is None:
             # Nothing measured yet: offer the run where it applies.
-            run = lsp.Command(title="", command=PROFILE, arguments=[doc.uri])
-            return [_lens(row, PROFILE_TITLE, run) for row in _run_rows(doc)]
+            return [lens(row, PROFILE_TITLE, PROFILE, [doc.uri]) for row in _run_rows(doc)]
         from stitch_lsp.profile.summary import lens_title
 
-        rerun = lsp.Command(title="", command=PROFILE, arguments=[doc.uri])
         out: list[lsp.CodeLens] = []
         analysis = doc.analysis
         where = {k.name: k.selection_range[0] for k in (analysis.kernels if analysis else [])}
         for k, line in prof.kernels:
             row = where.get(k.name, line - 1)
-            speedup = store.speedup(doc.uri, doc.text, prof)
-            title = lens_title(k, speedup) + (" (stale: file changed)" if stale else "")
-            out.append(_lens(row, title, rerun))
+            title = lens_title(k, speedup_of(doc, prof))
+            title += " (stale: file changed)" if stale else ""
+            out.append(lens(row, title, PROFILE, [doc.uri]))
         for m in analysis.modules if analysis else []:
             if m.name in ("ModelNew", "Model") and m.name == _profiled_class(analysis):
                 total = sum(k.duration_ns or 0.0 for k, _ in prof.kernels) / 1000
@@ -142,7 +149,7 @@ def register(server: StitchServer) -> None:
                     f"ncu: {len(prof.kernels)} kernel(s), {total:.1f} µs on the GPU; "
                     f"slowest {slow.name} ({slow.bottleneck.value}-bound)"
                 ) + (" (stale)" if stale else "")
-                out.append(_lens(m.selection_range[0], title, rerun))
+                out.append(lens(m.selection_range[0], title, PROFILE, [doc.uri]))
         return out
 
     def actions(doc: OpenDocument, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
@@ -160,34 +167,26 @@ def register(server: StitchServer) -> None:
             )
         ]
 
-    async def show_profile(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        uri, report_path, maps = _show_args(args)
-        run = await _read_report(ls, uri, report_path)
+    async def show_profile(ls: StitchServer, *args: Any) -> CommandResult:
+        a = arguments(ShowProfileArgs, args, SHOW)
+        run = await _read_report(ls, a.uri, a.report)
         if not run.ok or run.report is None:
             ls.window_show_message(
                 lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"ncu: {run.error}")
             )
-            return {"ok": False, "error": run.error}
-        return apply_report(ls, store, run.report, uri, maps)
+            return CommandResult(ok=False, message=run.error or "the report could not be read")
+        return apply_report(ls, store, run.report, a.uri, a.map)
 
-    async def profile(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        uri, full = _profile_args(args)
-        return await start_profile(ls, store, uri, full=full)
+    async def profile(ls: StitchServer, *args: Any) -> CommandResult:
+        a = arguments(ProfileArgs, args, PROFILE)
+        return await start_profile(ls, store, a.uri, full=a.full)
 
     async def on_save(doc: OpenDocument) -> None:
         if not server.settings.profile_on_save or not _profilable(doc):
             return
-        old = on_save_tasks.pop(doc.uri, None)
-        if old is not None and not old.done():
-            old.cancel()
-        version = doc.version
-
-        async def later() -> None:
-            await asyncio.sleep(server.settings.debounce_ms / 1000.0)
-            if doc.version == version and server.documents.get(doc.uri) is doc:
-                await start_profile(server, store, doc.uri, full=False, quiet=True)
-
-        on_save_tasks[doc.uri] = asyncio.get_running_loop().create_task(later())
+        after_save.schedule(
+            doc, lambda: start_profile(server, store, doc.uri, full=False, quiet=True)
+        )
 
     server.register_diagnostic_source(SOURCE, diagnostics)
     server.register_hover_provider("profile", hover)
@@ -208,17 +207,9 @@ def apply_report(
     origin_uri: str | None,
     maps: dict[str, str] | None = None,
     speedup: float | None = None,
-) -> dict[str, Any]:
+) -> ProfileCommandResult:
     """Map a report onto open documents and workspace files; store and publish the findings."""
-    from stitch_lsp.profile.findings import (
-        module_anchor,
-        place_kernel,
-        report_findings,
-        representatives,
-        unmapped_paths,
-    )
-    from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
-    from stitch_lsp.profile.summary import summarize
+    from stitch_lsp.profile.pipeline import map_report, source_mapper
 
     open_docs = {
         str(d.path.resolve()): d for d in list(ls.documents.values()) if d.path is not None
@@ -228,26 +219,13 @@ def apply_report(
     if origin is not None:
         roots.append(origin.parent)
     texts = {Path(p): d.text for p, d in open_docs.items()}
-    mapper = SourceMapper(
-        report.sources, maps or {}, workspace_candidates(roots, limit=500), texts, origin
-    )
-    anchor = None
-    if origin is not None and (origin_text := mapper.text_of(origin.resolve())) is not None:
-        anchor = module_anchor(origin.resolve(), origin_text)
-    findings = report_findings(report, mapper, anchor)
-    per_path: dict[str, list[Finding]] = {}
-    for f in findings:
-        per_path.setdefault(str(Path(f.path).resolve()), []).append(f)
+    mapper = source_mapper(report, roots, maps=maps, texts=texts, preferred=origin, limit=500)
+    mapped = map_report(report, mapper, origin)
+    per_path = mapped.findings_by_path()
     kernels_at: dict[str, list[tuple[ProfileResult, int]]] = {}
-    summaries = []
-    shown = {id(k) for k in representatives(report.kernels)}
-    for k in report.kernels:
-        place = place_kernel(k, mapper, anchor)
-        if place is not None and id(k) in shown:
-            kernels_at.setdefault(str(place.path.resolve()), []).append((k, place.line))
-        summaries.append(
-            summarize(k, str(place.path) if place else None, place.line if place else None)
-        )
+    for k in mapped.kernels:
+        if k.place is not None and k.representative:
+            kernels_at.setdefault(str(k.place.path.resolve()), []).append((k.kernel, k.place.line))
     touched: list[str] = []
     for path in set(per_path) | set(kernels_at):
         doc = open_docs.get(path)
@@ -268,14 +246,14 @@ def apply_report(
         touched.append(uri)
         if doc is not None:
             ls.schedule_publish(uri, delay_ms=0)
-    return {
-        "ok": True,
-        "report": report.report_path,
-        "documents": sorted(touched),
-        "diagnostics": len(findings),
-        "kernels": [s.model_dump(mode="json") for s in summaries],
-        "unmapped": unmapped_paths(report, mapper),
-    }
+    return ProfileCommandResult(
+        ok=True,
+        report=report.report_path,
+        documents=sorted(touched),
+        diagnostics=len(mapped.findings),
+        kernels=[k.summary for k in mapped.kernels],
+        unmapped=mapped.unmapped,
+    )
 
 
 async def _run_worker(
@@ -343,14 +321,14 @@ async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> P
 
 async def start_profile(
     ls: StitchServer, store: ProfileStore, uri: str, *, full: bool, quiet: bool = False
-) -> dict[str, Any]:
+) -> CommandResult:
     """Queue a GPU profile of a document and show its findings when it finishes."""
     from stitch_lsp.server.jobs import JobSpec, JobState, content_key
 
     doc = ls.documents.get(uri)
     path = uri_to_path(uri)
     if path is None or path.suffix not in _SUFFIXES:
-        return {"ok": False, "error": "only .py and .cu files can be profiled"}
+        return CommandResult(ok=False, message="only .py and .cu files can be profiled")
     text = doc.text if doc is not None else path.read_text(encoding="utf-8", errors="replace")
     s = ls.settings
     req = ProfileRequest(
@@ -361,8 +339,9 @@ async def start_profile(
         python=s.python_for_workers,
         timeout_s=s.verify_timeout_s,
     )
-    if doc is not None and doc.version is not None and _dirty(doc, path):
-        return {"ok": False, "error": "save the file first: the profiler runs what is on disk"}
+    if doc is not None and doc.version is not None and unsaved(doc, path):
+        message = "save the file first: the profiler runs what is on disk"
+        return CommandResult(ok=False, message=message)
 
     async def run(ctx: JobContext) -> ProfileRun:
         ctx.report("building and running under Nsight Compute")
@@ -384,10 +363,10 @@ async def start_profile(
     if outcome.state in (JobState.done, JobState.cached) and isinstance(result, ProfileRun):
         if result.ok and result.report is not None:
             summary = apply_report(ls, store, result.report, uri)
-            summary["cached"] = outcome.state is JobState.cached
-            summary["wall_s"] = result.wall_s
-            summary["ncu_s"] = result.ncu_s
-            summary["build_s"] = result.build_s
+            summary.cached = outcome.state is JobState.cached
+            summary.wall_seconds = result.wall_s
+            summary.ncu_seconds = result.ncu_s
+            summary.build_seconds = result.build_s
             return summary
         message = result.error or "profile failed"
     else:
@@ -400,7 +379,7 @@ async def start_profile(
         ls.window_show_message(
             lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"ncu: {message}")
         )
-    return {"ok": False, "error": message, "state": outcome.state.value}
+    return CommandResult(ok=False, message=message, state=outcome.state.value)
 
 
 def _summarize_run(run: Any) -> tuple[str, float | None]:
@@ -408,16 +387,6 @@ def _summarize_run(run: Any) -> tuple[str, float | None]:
         n = len(run.report.kernels)
         return f"ncu: {n} kernel(s) profiled in {run.wall_s:.1f} s", None
     return f"ncu: {getattr(run, 'error', 'failed')}", None
-
-
-def _dirty(doc: OpenDocument, path: Path) -> bool:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace") != doc.text
-    except OSError:
-        return True
-
-
-# ---- helpers ----------------------------------------------------------------------------------
 
 
 def _profile_for(store: ProfileStore, doc: OpenDocument) -> tuple[DocProfile | None, bool]:
@@ -472,29 +441,3 @@ def _profilable(doc: OpenDocument) -> bool:
         return False
     a = doc.analysis
     return a is not None and bool(a.kernels or a.is_candidate)
-
-
-def _lens(row: int, title: str, command: lsp.Command) -> lsp.CodeLens:
-    pos = lsp.Position(line=max(row, 0), character=0)
-    cmd = lsp.Command(title=title, command=command.command, arguments=command.arguments)
-    return lsp.CodeLens(range=lsp.Range(start=pos, end=pos), command=cmd)
-
-
-def _show_args(args: tuple[Any, ...]) -> tuple[str | None, str, dict[str, str]]:
-    if len(args) == 1 and isinstance(args[0], dict):
-        d = args[0]
-        report = d.get("report") or d.get("reportPath")
-        if not report:
-            raise ValueError("stitch.showProfile wants {uri, report, map?}")
-        return d.get("uri"), str(report), dict(d.get("map") or {})
-    if len(args) >= 2:
-        return str(args[0]), str(args[1]), dict(args[2]) if len(args) > 2 else {}
-    raise ValueError("stitch.showProfile wants [uri, reportPath] or [{uri, report, map}]")
-
-
-def _profile_args(args: tuple[Any, ...]) -> tuple[str, bool]:
-    if len(args) == 1 and isinstance(args[0], dict):
-        return str(args[0]["uri"]), bool(args[0].get("full", False))
-    if args:
-        return str(args[0]), bool(args[1]) if len(args) > 1 else False
-    raise ValueError("stitch.profile wants [uri] or [{uri, full}]")

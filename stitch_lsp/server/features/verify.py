@@ -8,8 +8,8 @@ proves neither correctness nor speed.
 Results are kept per document and per content hash (of the candidate and of its reference), so
 an edit makes them stale and undoing back to the verified text restores them without a new run.
 Compile errors and exploit findings appear as the `stitch-verify` diagnostic source, only on the
-text that was verified. A pass records its speedup in the profile store (hover and ncu lens) and
-in `stitch/status`.
+text that was verified. A pass records its speedup (`VerifiedSpeedups`, for the profile hover and
+the ncu lens) and in `stitch/status`.
 
 Commands:
 - `stitch.verify` [uri] or [{uri}]: verify the file's `ModelNew`. Its reference is the same file
@@ -19,8 +19,6 @@ Commands:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +28,17 @@ from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.model import Analysis, range_contains
+from stitch_lsp.models.commands import CommandResult, VerifyCommandResult
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import VerifyResult, VerifyStatus
 from stitch_lsp.server.documents import path_key, text_hash
+from stitch_lsp.server.features.common import (
+    AfterSave,
+    VerifiedSpeedups,
+    fail,
+    lens,
+    uri_argument,
+)
 from stitch_lsp.verify.baselines import LABELS as BASELINE_LABELS
 
 if TYPE_CHECKING:
@@ -92,9 +98,8 @@ class VerifyStore:
 
 
 def register(server: StitchServer) -> None:
-    store = VerifyStore()
-    server.verify_store = store  # type: ignore[attr-defined]  # for debugInfo and tests
-    on_save_tasks: dict[str, asyncio.Task[None]] = {}
+    store = server.store(VerifyStore)
+    after_save = AfterSave(server)
 
     def fresh(doc: OpenDocument) -> Verified | None:
         entry = store.get(doc.uri, doc.text)
@@ -116,12 +121,12 @@ def register(server: StitchServer) -> None:
         if a is None or new is None or _pair(doc.path, a)[0] is None:
             return []
         row = new.selection_range[0]
-        out = [_lens(row, VERIFY_TITLE, doc.uri)]
+        out = [lens(row, VERIFY_TITLE, VERIFY, [doc.uri])]
         entry = fresh(doc)
         if entry is not None:
-            out.append(_lens(row, entry.title, doc.uri))
+            out.append(lens(row, entry.title, VERIFY, [doc.uri]))
         elif (old := store.last(doc.uri)) is not None:
-            out.append(_lens(row, f"{old.title} (stale: file changed)", doc.uri))
+            out.append(lens(row, f"{old.title} (stale: file changed)", VERIFY, [doc.uri]))
         return out
 
     def actions(doc: OpenDocument, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
@@ -138,8 +143,8 @@ def register(server: StitchServer) -> None:
         cmd = lsp.Command(title=VERIFY_TITLE, command=VERIFY, arguments=[doc.uri])
         return [lsp.CodeAction(title=VERIFY_TITLE, kind=lsp.CodeActionKind.Source, command=cmd)]
 
-    async def verify_command(ls: StitchServer, *args: Any) -> dict[str, Any]:
-        return await start_verify(ls, store, _uri_arg(args))
+    async def verify_command(ls: StitchServer, *args: Any) -> CommandResult:
+        return await start_verify(ls, store, uri_argument(args, VERIFY))
 
     async def on_save(doc: OpenDocument) -> None:
         if not server.settings.verify_on_save:
@@ -147,17 +152,7 @@ def register(server: StitchServer) -> None:
         a = _analysis(doc)
         if a is None or a.module("ModelNew") is None or _pair(doc.path, a)[0] is None:
             return
-        old = on_save_tasks.pop(doc.uri, None)
-        if old is not None and not old.done():
-            old.cancel()
-        version = doc.version
-
-        async def later() -> None:
-            await asyncio.sleep(server.settings.debounce_ms / 1000.0)
-            if doc.version == version and server.documents.get(doc.uri) is doc:
-                await start_verify(server, store, doc.uri, quiet=True)
-
-        on_save_tasks[doc.uri] = asyncio.get_running_loop().create_task(later())
+        after_save.schedule(doc, lambda: start_verify(server, store, doc.uri, quiet=True))
 
     def hover(doc: OpenDocument, pos: lsp.Position) -> str | None:
         a = _analysis(doc)
@@ -184,7 +179,7 @@ def register(server: StitchServer) -> None:
 
 async def start_verify(
     ls: StitchServer, store: VerifyStore, uri: str, *, quiet: bool = False
-) -> dict[str, Any]:
+) -> CommandResult:
     """Queue a verify job for `uri`, then store, publish and announce its result."""
     from stitch_lsp.server.jobs import JobSpec, JobState, content_key
 
@@ -254,7 +249,7 @@ async def start_verify(
     outcome = await ls.jobs.submit(spec).wait()
     result = outcome.result
     if outcome.state is JobState.cancelled:
-        return {"ok": False, "state": "cancelled", "message": outcome.message or "cancelled"}
+        return CommandResult(ok=False, state="cancelled", message=outcome.message or "cancelled")
     if outcome.state not in (JobState.done, JobState.cached) or not isinstance(
         result, VerifyResult
     ):
@@ -265,9 +260,8 @@ async def start_verify(
     store.put(uri, text, entry)
     _store_findings(ls, store, result, path, text)
     speedup = _speedup(result)
-    profile_store = getattr(ls, "profile_store", None)
-    if speedup is not None and profile_store is not None:
-        profile_store.set_speedup(uri, text, speedup)
+    if speedup is not None:
+        ls.store(VerifiedSpeedups).record(uri, text, speedup)
     message = result_message(result)
     kind = lsp.MessageType.Info if result.ok else lsp.MessageType.Warning
     if quiet:
@@ -276,20 +270,20 @@ async def start_verify(
         ls.window_show_message(
             lsp.ShowMessageParams(type=kind, message=f"stitch: verify {path.name}: {message}")
         )
-    await _refresh_lenses(ls)
-    return {
-        "ok": result.ok,
-        "status": result.status.value,
-        "title": title,
-        "message": message,
-        "compileOnly": compile_only,
-        "cached": outcome.state is JobState.cached,
-        "reference": str(reference),
-        "speedupVsEager": result.speedup_vs_eager,
-        "speedupVsCompile": result.speedup_vs_compile,
-        "diagnostics": len(result.diagnostics),
-        "wallSeconds": result.wall_seconds,
-    }
+    await ls.refresh_code_lenses()
+    return VerifyCommandResult(
+        ok=result.ok,
+        status=result.status.value,
+        title=title,
+        message=message,
+        compile_only=compile_only,
+        cached=outcome.state is JobState.cached,
+        reference=str(reference),
+        speedup_vs_eager=result.speedup_vs_eager,
+        speedup_vs_compile=result.speedup_vs_compile,
+        diagnostics=len(result.diagnostics),
+        wall_seconds=result.wall_seconds,
+    )
 
 
 def _store_findings(
@@ -436,35 +430,7 @@ def _same(a: Path, b: Path) -> bool:
     return path_key(a) == path_key(b)
 
 
-async def _refresh_lenses(ls: StitchServer) -> None:
-    caps = ls.client_capabilities
-    ws = caps.workspace if caps else None
-    if ws and ws.code_lens and ws.code_lens.refresh_support:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(ls.workspace_code_lens_refresh_async(None), 5)
-
-
-def _fail(ls: StitchServer, message: str, quiet: bool, **extra: Any) -> dict[str, Any]:
-    if quiet:
-        ls.log(f"stitch: verify: {message}", lsp.MessageType.Warning)
-    else:
-        ls.window_show_message(
-            lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"stitch: {message}")
-        )
-    return {"ok": False, "message": message, **extra}
-
-
-def _uri_arg(args: tuple[Any, ...]) -> str:
-    if args and isinstance(args[0], dict) and "uri" in args[0]:
-        return str(args[0]["uri"])
-    if args and isinstance(args[0], str):
-        return args[0]
-    raise ValueError(f"{VERIFY} wants [uri] or [{{uri}}]")
-
-
-def _lens(row: int, title: str, uri: str) -> lsp.CodeLens:
-    pos = lsp.Position(line=max(row, 0), character=0)
-    return lsp.CodeLens(
-        range=lsp.Range(start=pos, end=pos),
-        command=lsp.Command(title=title, command=VERIFY, arguments=[uri]),
+def _fail(ls: StitchServer, message: str, quiet: bool, state: str | None = None) -> CommandResult:
+    return fail(
+        ls, message, quiet=quiet, prefix="stitch: verify" if quiet else "stitch", state=state
     )
