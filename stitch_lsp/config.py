@@ -133,11 +133,10 @@ class _EnvironmentBase(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", case_sensitive=False)
 
 
+_ENV_FIELDS: dict[str, Any] = {name: (str | None, None) for name in Settings.model_fields}
 # Every Settings field, as the text of its STITCH_* variable; Settings validates the values.
-StitchEnvironment: type[BaseSettings] = create_model(  # type: ignore[call-overload]
-    "StitchEnvironment",
-    __base__=_EnvironmentBase,
-    **{name: (str | None, None) for name in Settings.model_fields},
+StitchEnvironment: type[BaseSettings] = create_model(
+    "StitchEnvironment", __base__=_EnvironmentBase, **_ENV_FIELDS
 )
 
 

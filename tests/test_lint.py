@@ -1,4 +1,4 @@
-"""The code base stays ruff-clean: the same check a contributor runs before committing."""
+"""The code base stays ruff-clean and type-clean: what a contributor checks before committing."""
 
 from __future__ import annotations
 
@@ -25,3 +25,20 @@ def test_ruff_check_is_clean() -> None:
         check=False,
     )
     assert out.returncode == 0, out.stdout[-4000:]
+
+
+@pytest.mark.slow
+def test_mypy_is_clean() -> None:
+    """mypy over stitch_lsp with the configuration in pyproject.toml (pydantic plugin)."""
+    mypy = shutil.which("mypy") or str(Path(sys.executable).with_name("mypy"))
+    if not Path(mypy).exists():
+        pytest.skip("mypy is not installed (pip install -e '.[dev]')")
+    out = subprocess.run(
+        [mypy, "--no-error-summary"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-4000:]

@@ -9,6 +9,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stitch_lsp.models.agents import Attempt
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -178,14 +182,14 @@ def _generate(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def _attempt_line(a: object, budget: int) -> str:
-    v = a.verdict  # type: ignore[attr-defined]
+def _attempt_line(a: Attempt, budget: int) -> str:
+    v = a.verdict
     colour = {"passed": "green", "compiled": "green", "compile_error": "red", "no_code": "red"}.get(
         v.status, "yellow"
     )
     speed = f" · {v.speedup:.2f}x" if v.speedup is not None else ""
-    rub = f" · rubric {a.rubric_total}/20" if a.rubric_total is not None else ""  # type: ignore[attr-defined]
-    reward = f" · reward {a.reward:.3f}" if a.reward is not None else ""  # type: ignore[attr-defined]
+    rub = f" · rubric {a.rubric_total}/20" if a.rubric_total is not None else ""
+    reward = f" · reward {a.reward:.3f}" if a.reward is not None else ""
     detail = ""
     if v.status == "compile_error" and v.diagnostics:
         d = next((x for x in v.diagnostics if x.severity.value == "error"), v.diagnostics[0])
@@ -193,7 +197,7 @@ def _attempt_line(a: object, budget: int) -> str:
     elif v.status not in {"passed", "compiled"}:
         detail = f" — {(v.correctness or v.message)[:120]}"
     return (
-        f"attempt {a.index}/{budget} [{a.stage.value}] [{colour}]{v.status}[/]"  # type: ignore[attr-defined]
+        f"attempt {a.index}/{budget} [{a.stage.value}] [{colour}]{v.status}[/]"
         f"{speed}{rub}{reward}{detail}"
     )
 

@@ -31,8 +31,8 @@ def spec_for(name: str, *, present: bool = False, **seen: object) -> HardwareSpe
             return HardwareSpec(
                 name=name,
                 compute_capability=str(seen.get("compute_capability") or cc),
-                sm_count=seen.get("sm_count"),  # type: ignore[arg-type]
-                memory_gib=seen.get("memory_gib"),  # type: ignore[arg-type]
+                sm_count=seen.get("sm_count"),
+                memory_gib=seen.get("memory_gib"),
                 bandwidth_tb_s=bw,
                 fp32_tflops=fp32,
                 tf32_tflops=tf32 or None,

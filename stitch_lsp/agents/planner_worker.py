@@ -20,7 +20,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from stitch_lsp.agents.hardware import default_target, spec_for
 from stitch_lsp.models.agents import (
@@ -96,7 +96,9 @@ def _nbytes(t: Any) -> float:
     return float(t.numel() * t.element_size())
 
 
-def _floor(flops: float, nbytes: float, hw: HardwareSpec) -> tuple[float, str]:
+def _floor(
+    flops: float, nbytes: float, hw: HardwareSpec
+) -> tuple[float, Literal["memory", "compute"]]:
     compute = flops / (hw.fp32_tflops * 1e12)
     memory = nbytes / (hw.bandwidth_tb_s * 1e12)
     return max(compute, memory) * 1e3, "compute" if compute > memory else "memory"
@@ -234,7 +236,7 @@ def _fx_costs(
                     floor_ms=floor_ms,
                     bound=bound,
                 )
-            )  # type: ignore[arg-type]
+            )
             return result
 
     with fake:
@@ -276,7 +278,7 @@ def _hook_costs(
         key = f"{type(model).__name__}.{op.node}"
         flops = float(sum(per_module.get(key, {}).values()))
         op.flops = flops or float(sum(math.prod(m.shape) for m in op.outputs))
-        op.floor_ms, op.bound = _floor(op.flops, op.bytes, hw)  # type: ignore[assignment]
+        op.floor_ms, op.bound = _floor(op.flops, op.bytes, hw)
     rest = float(counter.get_total_flops()) - sum(o.flops for o in ops)
     if rest > 0:  # matmuls written inline in forward(), outside any leaf module
         floor_ms, bound = _floor(rest, 0.0, hw)
@@ -289,7 +291,7 @@ def _hook_costs(
                 floor_ms=floor_ms,
                 bound=bound,
             )
-        )  # type: ignore[arg-type]
+        )
     return ops, _tensors(result)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from stitch_lsp.agents.llm import ChatClient, EndpointError
 from stitch_lsp.agents.planner import describe_plan, parse_plan_json
@@ -115,7 +116,7 @@ def _compliance(
     plan: Plan,
     previous: Attempt | None,
     kernels: int,
-    errors: list[object],
+    errors: Sequence[object],
 ) -> RubricItem:
     if stage is CoderStage.draft:
         want = len(plan.fusion_groups)

@@ -23,7 +23,7 @@ def coder_kind(settings: Settings) -> str:
 
 def builtin_draft(reference: Path, settings: Settings) -> BuiltinDraft:
     """Run the builtin generator (it runs its own torch worker) on `reference`."""
-    from stitch_lsp.agents.builtin import generate_candidate  # type: ignore[attr-defined]
+    from stitch_lsp.agents.builtin import generate_candidate
 
     cand = generate_candidate(reference, settings)
     reason = cand.reason

@@ -15,6 +15,7 @@ from pathlib import Path
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import Verdict
 from stitch_lsp.models.findings import Finding, Severity
+from stitch_lsp.models.verify import VerifyResult
 
 _PROFILE_HINTS = 4
 
@@ -50,17 +51,17 @@ def summarize_correctness(result: object) -> str | None:
     return "; ".join(parts) or "outputs differ from the reference"
 
 
-def to_verdict(result: object, *, compile_only: bool) -> Verdict:
-    """Map a `VerifyResult` (duck-typed: the verify package owns it) to a `Verdict`."""
-    status = getattr(result.status, "value", str(result.status))  # type: ignore[attr-defined]
+def to_verdict(result: VerifyResult, *, compile_only: bool) -> Verdict:
+    """Map the Verifier's `VerifyResult` to the `Verdict` the Coder is given."""
+    status = result.status.value
     diagnostics: list[Finding] = []
     seen: set[tuple[str, int, str]] = set()
-    for d in result.diagnostics:  # type: ignore[attr-defined]
+    for d in result.diagnostics:
         key = (d.code, d.line, d.message)
         if key not in seen:
             seen.add(key)
             diagnostics.append(d)
-    message = result.message or ""  # type: ignore[attr-defined]
+    message = result.message or ""
     for ex in getattr(result, "exploits", []) or []:
         diagnostics.append(
             Finding(
@@ -80,7 +81,7 @@ def to_verdict(result: object, *, compile_only: bool) -> Verdict:
             status, message = "rejected", "nothing was built: the candidate carries no CUDA"
     timing = getattr(result, "timing", None)
     return Verdict(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         message=message,
         diagnostics=diagnostics,
         correctness=summarize_correctness(result),

@@ -45,7 +45,7 @@ def _path_of(doc: Document) -> str:
 
 def _analyze(doc: Document, max_bytes: int) -> Analysis:
     lang = doc.grammar or "other"
-    result = Analysis(uri=doc.uri, language=lang, version=doc.version)  # type: ignore[arg-type]
+    result = Analysis(uri=doc.uri, language=lang, version=doc.version)
     diags: list[Diag] = []
     if doc.decode_error is not None:
         row, col = doc.decode_error
@@ -233,9 +233,9 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
             kind=kind,  # type: ignore[arg-type]
             range=node_range(call.node),
             target=target,
-            name=(_literal_strings(call.argument("name", 0), facts) or [None])[0]
+            name=next(iter(_literal_strings(call.argument("name", 0), facts)), None)
             if call.kind != "load_cuda"
-            else (_literal_strings(call.keywords().get("name"), facts) or [None])[0],
+            else next(iter(_literal_strings(call.keywords().get("name"), facts)), None),
             functions=_literal_strings(call.argument("functions", 3), facts)
             if call.kind == "load_inline"
             else [],

@@ -58,7 +58,7 @@ def warm_up() -> None:
     root = grammars_dir()
     for name in ("python", "cuda"):
         for scm in sorted((root / name).glob("*.scm")):
-            query(name, scm.stem)  # type: ignore[arg-type]
+            query(name, scm.stem)
 
 
 def captures(

@@ -150,8 +150,8 @@ class _Metrics:
 
     def total(self, *names: str) -> float | None:
         """Sum of metrics that are all present, else None."""
-        values = [self.get(n) for n in names]
-        return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+        values = [v for n in names if (v := self.get(n)) is not None]
+        return sum(values) if len(values) == len(names) else None
 
     def text(self, name: str) -> str | None:
         if name not in self.names:
@@ -244,8 +244,8 @@ def _launch(m: _Metrics) -> LaunchConfig:
         return None if v is None else int(v)
 
     return LaunchConfig(
-        block=tuple(_int(m.get(f"launch__block_dim_{d}")) for d in "xyz"),  # type: ignore[arg-type]
-        grid=tuple(_int(m.get(f"launch__grid_dim_{d}")) for d in "xyz"),  # type: ignore[arg-type]
+        block=tuple(_int(m.get(f"launch__block_dim_{d}")) for d in "xyz"),
+        grid=tuple(_int(m.get(f"launch__grid_dim_{d}")) for d in "xyz"),
         block_size=_int(m.get("launch__block_size")),
         grid_size=_int(m.get("launch__grid_size")),
         registers_per_thread=opt("launch__registers_per_thread"),
@@ -297,7 +297,14 @@ def _roofline(m: _Metrics) -> Roofline | None:
     dram_hz = m.get("dram__cycles_elapsed.avg.per_second")
     ffma_peak = m.get("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained")
     sm_hz = m.get("sm__cycles_elapsed.avg.per_second")
-    if None in (cycles_per_s, dram_bps, dram_peak, dram_hz, ffma_peak, sm_hz):
+    if (
+        cycles_per_s is None
+        or dram_bps is None
+        or dram_peak is None
+        or dram_hz is None
+        or ffma_peak is None
+        or sm_hz is None
+    ):
         return None
     per_cycle = 0.0
     found = False
@@ -311,10 +318,10 @@ def _roofline(m: _Metrics) -> Roofline | None:
             per_cycle += (ops["add"] or 0.0) + (ops["mul"] or 0.0) + 2.0 * (ops["fma"] or 0.0)
     if not found:
         return None
-    achieved = per_cycle * cycles_per_s  # type: ignore[operator]
-    peak = 2.0 * ffma_peak * sm_hz  # type: ignore[operator]
-    peak_bw = dram_peak * dram_hz  # type: ignore[operator]
-    ai = achieved / dram_bps if dram_bps else None  # type: ignore[operator]
+    achieved = per_cycle * cycles_per_s
+    peak = 2.0 * ffma_peak * sm_hz
+    peak_bw = dram_peak * dram_hz
+    ai = achieved / dram_bps if dram_bps else None
     ridge = peak / peak_bw if peak_bw else None
     bound = "memory" if ai is None or ridge is None or ai < ridge else "compute"
     roof = None
@@ -323,7 +330,7 @@ def _roofline(m: _Metrics) -> Roofline | None:
     return Roofline(
         achieved_flops=achieved,
         peak_flops=peak,
-        dram_bytes_per_s=dram_bps,  # type: ignore[arg-type]
+        dram_bytes_per_s=dram_bps,
         peak_dram_bytes_per_s=peak_bw,
         arithmetic_intensity=ai,
         ridge_point=ridge,

@@ -143,7 +143,7 @@ def run_profile(req: ProfileRequest) -> ProfileRun:
             error_kind=kind,
             error=message,
             wall_s=time.perf_counter() - started,
-            **extra,  # type: ignore[arg-type]
+            **extra,
         )
 
     if not path.is_file():

@@ -201,7 +201,7 @@ def _toolchain_facts(nvcc: str) -> dict[str, str]:
         parent = given.parent.parent
         facts["top"] = str(parent) if (parent / "include").is_dir() else ""
     try:
-        facts["top_nvcc"] = _stat_key(Path(facts["top"]) / "bin" / "nvcc")  # type: ignore[assignment]
+        facts["top_nvcc"] = _stat_key(Path(facts["top"]) / "bin" / "nvcc")
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(facts))

@@ -104,7 +104,7 @@ class StitchProtocol(LanguageServerProtocol):
     """
 
     @lsp_method(lsp.INITIALIZE)
-    def lsp_initialize(self, params: lsp.InitializeParams):  # type: ignore[override]
+    def lsp_initialize(self, params: lsp.InitializeParams):
         general = params.capabilities.general
         if general is not None and general.position_encodings:
             general.position_encodings = [lsp.PositionEncodingKind.Utf16]
@@ -436,7 +436,7 @@ class StitchServer(LanguageServer):
 
     def send_status(self, state: str, message: str, speedup: float | None = None) -> None:
         """`stitch/status` for the status bar: idle | running | done | error."""
-        params = StatusParams(state=state, message=message, speedup=speedup)  # type: ignore[arg-type]
+        params = StatusParams(state=state, message=message, speedup=speedup)
         self.protocol.notify(STATUS_METHOD, params.model_dump(exclude_none=True))
 
     def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
@@ -464,7 +464,7 @@ class StitchServer(LanguageServer):
             result = fn(*args)
             if inspect.isawaitable(result):
                 result = await result
-            return result  # type: ignore[return-value]
+            return result
         except asyncio.CancelledError:
             raise
         except Exception as exc:

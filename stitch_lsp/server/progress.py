@@ -31,7 +31,7 @@ class LspProgress:
         caps = self.server.client_capabilities
         return bool(caps and caps.window and caps.window.work_done_progress)
 
-    async def begin(self, job: Job, title: str, cancel: Callable[[], None]) -> None:
+    async def begin(self, job: Job, title: str, cancel: Callable[[], object]) -> None:
         if not self._supported():
             return
         token = f"stitch-job-{job.id}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from lsprotocol import types as lsp
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from stitch_lsp.server.documents import OpenDocument
 
 T = TypeVar("T")
-MaybeAwaitable = T | Awaitable[T]
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
 
 DiagnosticSource = Callable[["OpenDocument"], MaybeAwaitable[Sequence[lsp.Diagnostic | Finding]]]
 """(doc) -> diagnostics of one named source; recomputed on every publish of that document."""

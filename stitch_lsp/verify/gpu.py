@@ -363,6 +363,7 @@ class GpuRun:
         report.eager = stats(time_cuda(ref_model, self.sets, **self._kw()))
         report.candidate = stats(time_cuda(cand_model, self.sets, **self._kw()))
         if req.compare_compile:
+            compiled: Any = None
             try:
                 report.tf32 |= tf32_on()
                 compiled = torch.compile(ref_model)
@@ -403,6 +404,8 @@ class GpuRun:
         failed capture can leave the context unusable for what would come after."""
         report.graph_note = report.compile_ro_note = None
         report.tf32 |= tf32_on()
+        graph: GraphReplay | None = None
+        compiled: Any = None
         try:
             graph = GraphReplay(ref_model, self.sets[0])
             mismatch = self._replay_mismatch(ref_model, graph)

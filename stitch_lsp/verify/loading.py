@@ -175,9 +175,9 @@ def _nvcc_compile_only(
     macros = shim / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
     if not macros.is_file():
         macros.parent.mkdir(parents=True, exist_ok=True)
-        tmp = macros.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(_CMAKE_MACROS_SHIM)
-        os.replace(tmp, macros)
+        partial = macros.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(_CMAKE_MACROS_SHIM)
+        os.replace(partial, macros)
     incs = [str(shim), *torch_includes(), sysconfig.get_paths()["include"], *include_paths]
     lang = [] if filename.endswith(".cu") else ["-x", "cu"]
     flags = [
@@ -322,7 +322,7 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
                 info.cached = cached
                 if not ok:
                     msgs = parse_compiler_output(log, f.name)
-                    findings = [
+                    findings: list[Finding] = [
                         Finding(
                             path=str(f),
                             line=m.line or 1,
@@ -345,7 +345,7 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
             result = real_load(name, sources, *args, **kw)
         except Exception as exc:
             log = str(exc)
-            findings: list[Finding] = []
+            findings = []
             for f in files:
                 for m in parse_compiler_output(log, f.name):
                     if m.file is None and m.severity == "error":

@@ -39,22 +39,32 @@ def render(result: VerifyResult) -> str:
                 lines.append(f"  trial {t.index} output {t.output}: {t.message}")
         if c.precision is not None:
             lines.extend(precision_lines(c.precision))
-    t = result.timing
-    if t is not None:
+    timing = result.timing
+    if timing is not None:
         lines.append("timing (median ± std):")
-        lines.append(f"  eager          {_fmt(t.eager)}")
-        compiled = _fmt(t.compiled) if t.compiled else f"- ({t.compile_note or 'not timed'})"
+        lines.append(f"  eager          {_fmt(timing.eager)}")
+        compiled = (
+            _fmt(timing.compiled)
+            if timing.compiled
+            else f"- ({timing.compile_note or 'not timed'})"
+        )
         lines.append(f"  compile        {compiled}")
-        if t.graph or t.graph_note != "not requested (extra baselines off)":
-            graph = _fmt(t.graph) if t.graph else f"- ({t.graph_note or 'not timed'})"
-            ro = _fmt(t.compiled_ro) if t.compiled_ro else f"- ({t.compile_ro_note or 'not timed'})"
+        if timing.graph or timing.graph_note != "not requested (extra baselines off)":
+            graph = (
+                _fmt(timing.graph) if timing.graph else f"- ({timing.graph_note or 'not timed'})"
+            )
+            ro = (
+                _fmt(timing.compiled_ro)
+                if timing.compiled_ro
+                else f"- ({timing.compile_ro_note or 'not timed'})"
+            )
             lines.append(f"  CUDA graph     {graph}")
             lines.append(f"  compile r-o    {ro}")
-        lines.append(f"  candidate      {_fmt(t.candidate)}")
-        if t.floor_ms is not None:
-            src = f" ({t.floor_source})" if t.floor_source else ""
-            lines.append(f"  roofline floor {t.floor_ms:.4f} ms{src}")
-        if t.tf32:
+        lines.append(f"  candidate      {_fmt(timing.candidate)}")
+        if timing.floor_ms is not None:
+            src = f" ({timing.floor_source})" if timing.floor_source else ""
+            lines.append(f"  roofline floor {timing.floor_ms:.4f} ms{src}")
+        if timing.tf32:
             lines.append("  note: a TF32 flag was on during timing (allowTf32)")
     if result.speedup_vs_eager is not None:
         sp = f"speedup: {result.speedup_vs_eager:.3f}x vs eager"

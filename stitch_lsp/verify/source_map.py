@@ -31,13 +31,12 @@ class SourceMap:
             return
         taken: list[tuple[int, int]] = []
         literals = [
-            n
+            (n, n.value)
             for n in ast.walk(tree)
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and "\n" in n.value
         ]
         # Longest first, so a small literal does not claim a span a big one owns.
-        for node in sorted(literals, key=lambda n: -len(n.value)):
-            value: str = node.value
+        for node, value in sorted(literals, key=lambda nv: -len(nv[1])):
             pos = compiled.find(value)
             if pos < 0:
                 continue

@@ -17,8 +17,6 @@ from typing import Any
 
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import (
-    CorrectnessReport,
-    TimingReport,
     VerifyRequest,
     VerifyResult,
     VerifyStatus,
@@ -129,6 +127,7 @@ class Worker:
 
     def _run(self) -> None:
         self.phase("import")
+        torch: Any
         try:
             import torch
         except ImportError:
@@ -202,14 +201,6 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError:
         return ""
-
-
-def _empty_correctness() -> CorrectnessReport:
-    return CorrectnessReport(passed=False, atol=0.0, rtol=0.0)
-
-
-def _empty_timing() -> TimingReport:
-    return TimingReport()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stitch_lsp.agents.coder import BuiltinCoder, BuiltinDraft
 from stitch_lsp.agents.loop import GenerationLoop, LoopOptions
 from stitch_lsp.config import Settings
 from tests.agents.helpers import FakeVerifier, candidate, fake_analysis
+
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 
 
 def _loop(reference, tmp_path, draft: BuiltinDraft, verifier: FakeVerifier) -> GenerationLoop:

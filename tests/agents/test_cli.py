@@ -13,6 +13,8 @@ from stitch_lsp.cli import main
 from stitch_lsp.runtime.fastcuda import find_nvcc
 from tests.agents.fake_openai import FakeOpenAI
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 DATA = Path(__file__).resolve().parent / "data"
 
 

@@ -16,7 +16,7 @@ from tests.agents.fake_openai import FakeOpenAI
 
 DATA = Path(__file__).resolve().parent / "data"
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def _fenced(code: str) -> str:

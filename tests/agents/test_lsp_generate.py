@@ -27,6 +27,8 @@ from tests.server.lsp_client import (
     wait_until,
 )
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 DATA = Path(__file__).resolve().parent / "data"
 
 

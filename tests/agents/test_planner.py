@@ -16,6 +16,8 @@ from stitch_lsp.agents.planner import (
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import Attempt, CoderStage, Verdict
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 pytest.importorskip("torch")
 
 

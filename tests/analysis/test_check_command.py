@@ -16,6 +16,8 @@ from stitch_lsp.config import Settings
 
 from .conftest import DATA, REPO
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 
 def test_examples_are_clean(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(

@@ -12,6 +12,8 @@ from stitch_lsp.agents.bench import BenchRow, markdown, problem_files, summarise
 
 from .problems import PROBLEMS, UNSUPPORTED
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 
 def test_problem_files_order_and_level(tmp_path: Path) -> None:
     lvl = tmp_path / "level2"

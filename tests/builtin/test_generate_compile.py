@@ -12,6 +12,8 @@ import pytest
 from .helpers import generate_for, write_problem
 from .problems import PROBLEMS, UNSUPPORTED
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 pytest.importorskip("torch")
 
 # One problem per kernel shape: pointwise (scalar and float4), row (scalar and float4), tile,

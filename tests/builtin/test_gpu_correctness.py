@@ -9,7 +9,7 @@ import pytest
 from .helpers import generate_for, import_path, write_problem
 from .problems import PROBLEMS
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def _check(tmp_path: Path, name: str, source: str, trials: int = 3) -> None:

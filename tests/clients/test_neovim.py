@@ -16,10 +16,13 @@ REPO = HERE.parents[1]
 FIXTURES = REPO / "client-vscode" / "test" / "fixtures"
 NVIM = shutil.which("nvim")
 
-pytestmark = pytest.mark.skipif(
-    NVIM is None,
-    reason="nvim not found (apt-get install -y neovim): the Neovim client test needs it",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        NVIM is None,
+        reason="nvim not found (apt-get install -y neovim): the Neovim client test needs it",
+    ),
+]
 
 
 def run_nvim(file: Path, tmp_path: Path) -> dict:

@@ -24,6 +24,8 @@ from tests.server.lsp_client import (
     wait_until,
 )
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 PY_MODEL = '''import torch
 from torch.utils.cpp_extension import load_inline
 

@@ -61,6 +61,7 @@ CONFIG = pytest_lsp.ClientServerConfig(
 )
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH"),
     pytest.mark.skipif(not REPORT.is_file(), reason=f"shared report missing: {REPORT}"),
 ]

@@ -193,6 +193,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_hints_cli_json_and_text(ncu_fixture_dir: Path, tmp_path: Path) -> None:
     py = tmp_path / "model.py"
     py.write_text("import torch\n\n\nsrc = r'''" + CUDA + "'''\n")

@@ -23,6 +23,8 @@ from stitch_lsp.profile.runner import (
     run_profile,
 )
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE_NCU = """#!{python}
 import json, shutil, sys

@@ -95,6 +95,7 @@ def _messages(client: StitchClient) -> list[str]:
     return [m.message for m in client.messages]
 
 
+@pytest.mark.slow
 async def test_server_ignores_workspace_endpoint_and_says_so_once(
     client: StitchClient, tmp_path: Path
 ) -> None:
@@ -109,6 +110,7 @@ async def test_server_ignores_workspace_endpoint_and_says_so_once(
     assert len(logged) >= 2
 
 
+@pytest.mark.slow
 async def test_server_takes_the_endpoint_from_user_settings(
     client: StitchClient, tmp_path: Path
 ) -> None:
@@ -119,6 +121,7 @@ async def test_server_takes_the_endpoint_from_user_settings(
     assert settings["llmApiKeyEnv"] == "VLLM_API_KEY"
 
 
+@pytest.mark.slow
 async def test_pulled_user_settings_only_from_a_client_that_sent_them_at_start(
     client: StitchClient, tmp_path: Path
 ) -> None:
@@ -127,6 +130,7 @@ async def test_pulled_user_settings_only_from_a_client_that_sent_them_at_start(
     assert (await _settings(client))["llmBaseUrl"] is None
 
 
+@pytest.mark.slow
 async def test_generate_refuses_a_trajectories_folder_outside_the_workspace(
     client: StitchClient, tmp_path: Path
 ) -> None:

@@ -18,6 +18,8 @@ from stitch_lsp.models.verify import VerifyRequest
 from stitch_lsp.verify.literals import NotLiteral, literal_value, module_literals
 from stitch_lsp.verify.runner import run_worker
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 DATA = Path(__file__).resolve().parents[1] / "verify" / "data"
 
 EXPLOIT = """\

@@ -21,6 +21,8 @@ from stitch_lsp.models.profile import ProfileRun, ReportRequest
 from stitch_lsp.workers import WORKER_ENTRY_POINTS
 from stitch_lsp.workers.launch import WorkerCall, run_worker, worker_command, worker_environment
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 DATA = Path(__file__).resolve().parents[1] / "verify" / "data"
 SHADOWS = (
     "torch",

@@ -6,6 +6,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
 from lsprotocol import types as lsp
 
 from tests.server.lsp_client import (
@@ -18,6 +19,8 @@ from tests.server.lsp_client import (
     wait_for_diagnostics,
     wait_until,
 )
+
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 
 DATA = Path(__file__).parent / "data"
 

@@ -27,7 +27,7 @@ class RecordingProgress:
         self.events: list[tuple[str, int, str]] = []
         self.cancellers: dict[int, Callable[[], None]] = {}
 
-    async def begin(self, job: Job, title: str, cancel: Callable[[], None]) -> None:
+    async def begin(self, job: Job, title: str, cancel: Callable[[], object]) -> None:
         self.events.append(("begin", job.id, title))
         self.cancellers[job.id] = cancel
 
@@ -140,6 +140,7 @@ async def test_document_change_cancels_queued_and_running_jobs() -> None:
     assert tracker.ran == ["b"]
 
 
+@pytest.mark.slow
 async def test_client_cancel_through_progress_kills_the_worker_process_group(tmp_path) -> None:
     progress = RecordingProgress()
     sched = JobScheduler(["cuda:0"], progress=progress)
@@ -242,6 +243,7 @@ async def test_failing_job_reports_error_and_server_side_keeps_going() -> None:
     assert ok.state is JobState.done
 
 
+@pytest.mark.slow
 async def test_worker_timeout_kills_the_group() -> None:
     sched = JobScheduler(["cuda:0"])
 

@@ -11,9 +11,13 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import stitch_lsp
 from stitch_lsp.server.app import FEATURE_MODULES
 from stitch_lsp.workers import WORKER_ENTRY_POINTS, runs_in_worker
+
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 
 CHECK = """
 import importlib, sys

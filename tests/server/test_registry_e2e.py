@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lsprotocol import types as lsp
 
 from tests.server.lsp_client import (
@@ -16,6 +17,8 @@ from tests.server.lsp_client import (
     wait_for_diagnostics,
     wait_until,
 )
+
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 
 
 def _ident(uri: str) -> lsp.TextDocumentIdentifier:

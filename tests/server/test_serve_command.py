@@ -8,6 +8,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 
 def _free_port() -> int:
     with socket.socket() as s:

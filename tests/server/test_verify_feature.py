@@ -30,6 +30,8 @@ from tests.server.lsp_client import (
     wait_until,
 )
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 DATA = Path(__file__).resolve().parents[1] / "verify" / "data"  # the Verifier's own fixtures
 needs_nvcc = pytest.mark.skipif(
     shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),

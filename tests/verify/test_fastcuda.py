@@ -13,7 +13,10 @@ import pytest
 from stitch_lsp.runtime import CudaBuildError, CudaLaunchError, build_cuda, load_cuda
 from stitch_lsp.runtime.fastcuda import check_launch, normalize_arch, parse_compiler_output
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH"),
+]
 
 KERNEL = r"""
 #include <cuda_runtime.h>

@@ -17,6 +17,8 @@ from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
 from stitch_lsp.verify import verify
 from stitch_lsp.verify.runner import run_worker
 
+pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
+
 DATA = Path(__file__).resolve().parent / "data"
 REPO = Path(__file__).resolve().parents[2]
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
