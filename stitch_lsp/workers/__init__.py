@@ -38,8 +38,11 @@ WORKER_MODULES: frozenset[str] = frozenset(
         "stitch_lsp.verify.exploits",
         "stitch_lsp.verify.timing",
         "stitch_lsp.verify.loading",
+        "stitch_lsp.verify.activity",
+        "stitch_lsp.verify.precision",
         "stitch_lsp.profile.report",
         "stitch_lsp.agents.builtin.capture",
+        "stitch_lsp.agents.builtin.recurrent_capture",
         "stitch_lsp.agents.builtin.generate",
     }
 )

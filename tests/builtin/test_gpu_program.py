@@ -12,7 +12,7 @@ from .helpers import generate_for, import_path, write_problem
 from .rnn_problems import CASES, RnnCase
 from .test_program import BN_PROBLEM
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 LEVEL3 = ["35_LSTM", "39_GRU", "8_ResNetBasicBlock"]

@@ -305,6 +305,7 @@ def test_cumulative_batch_norm_counts_after_the_update(tmp_path: Path) -> None:
 LEVEL3_COMPILE = ["35_LSTM", "39_GRU", "8_ResNetBasicBlock", "3_DeepNarrowMLP"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
 def test_level3_programs_compile_for_sm90a(kernelbench_dir: Path, tmp_path: Path) -> None:
     from stitch_lsp.runtime import build_cuda

@@ -102,6 +102,7 @@ def test_candidate_passes_static_checks(tmp_path: Path) -> None:
         assert not bad, [f"{d.line}: {d.code} {d.message}" for d in bad]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
 def test_every_variant_compiles_for_sm90a(tmp_path: Path) -> None:
     from stitch_lsp.runtime import build_cuda

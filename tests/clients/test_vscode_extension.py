@@ -30,7 +30,6 @@ def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[st
     env = {
         **os.environ,
         "STITCH_PYTHON": sys.executable,
-        "STITCH_REPO_ROOT": str(CLIENT.parent),  # the copy lives elsewhere; fixtures stay here
         "CI": "1",
     }
     proc = subprocess.run(

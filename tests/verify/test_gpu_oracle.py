@@ -18,7 +18,7 @@ import pytest
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
 from stitch_lsp.verify.runner import run_worker
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 DATA = Path(__file__).resolve().parent / "data"
 

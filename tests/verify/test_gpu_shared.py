@@ -26,7 +26,7 @@ from stitch_lsp.models.verify import VerifyResult, VerifyStatus
 
 from .test_gpu_oracle import DATA, dump, run_case
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "good": ("ref_bias_relu.py", "cand_good.py", {}),

@@ -20,8 +20,7 @@ import { initializationOptions, parseProbe, probeLaunch, serverLaunch } from "..
 import { serverSettings } from "../../src/settings";
 import { EXTENSION_ROOT, loadManifest } from "../support/fakes";
 
-/** The repository: STITCH_REPO_ROOT when the extension was copied out of it (tests/clients). */
-export const REPO_ROOT = process.env.STITCH_REPO_ROOT ?? path.resolve(EXTENSION_ROOT, "..");
+export const REPO_ROOT = path.resolve(EXTENSION_ROOT, "..");
 export const FIXTURES = path.join(EXTENSION_ROOT, "test", "fixtures");
 
 /** STITCH_PYTHON, else the repository's .venv, else python3: the Python that has the server. */
