@@ -116,13 +116,15 @@ def _generate(args: argparse.Namespace) -> int:
         if args.verify == "compile":
             console.print(
                 f"[yellow]note:[/] {no_gpu_message()} Verifying by compile only: "
-                "correctness and speed will NOT be checked."
+                "correctness and speed will NOT be checked.",
+                soft_wrap=True,  # one line: a flag is never split across two
             )
     compile_only = args.verify == "compile"
     if not compile_only and not discover_gpus(settings.device):
         console.print(
             f"[red]error:[/] {no_gpu_message()} Use --verify compile to build and check "
-            "statically without one (correctness and speed are then not verified)."
+            "statically without one (correctness and speed are then not verified).",
+            soft_wrap=True,
         )
         return 2
 
