@@ -1,0 +1,164 @@
+"""What crosses between this machine and a node: the request's files out, the result's files back.
+
+Worker requests name files by absolute path, and those paths mean nothing on another machine.
+Before a job leaves, every file a request names (by its field name: `FILE_KEYS`) is read and
+keyed by content; on the node it is placed in the blob cache and the request is rewritten to the
+node's copy. Folders a worker writes into (`DIR_KEYS`) become a scratch folder on the node; what
+the worker leaves there and its result names comes back and is written into the original folder
+(never over an existing file). Paths in the result are rewritten back, so diagnostics point at the
+user's files and callers cannot tell a remote result from a local one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stitch_lsp.cluster.blobs import Blob, cache_root, digest, read_blob
+
+FILE_KEYS = frozenset({"reference", "candidate", "path", "report"})
+"""Request fields that hold the absolute path of an input file (verify, planner, builtin,
+profile, report reading)."""
+DIR_KEYS = frozenset({"report_dir"})
+"""Request fields naming a folder the worker writes into."""
+LOCAL_ONLY_KEYS = frozenset({"python"})
+"""This machine's settings that mean nothing on a node (its interpreter): dropped."""
+MAX_RETURNED_BYTES = 512 * 1024 * 1024
+"""A result file larger than this stays on the node; the result says where."""
+
+
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """`value` (parsed JSON) with `fn` applied to every string in it."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_strings(v, fn) for k, v in value.items()}
+    return value
+
+
+def replace_paths(value: Any, mapping: Mapping[str, str]) -> Any:
+    """Every occurrence of a key of `mapping` in every string, replaced by its value (longest
+    first, so a file inside a mapped folder is not half-rewritten)."""
+    if not mapping:
+        return value
+    order = sorted(mapping, key=len, reverse=True)
+
+    def fn(s: str) -> str:
+        for old in order:
+            if old in s:
+                s = s.replace(old, mapping[old])
+        return s
+
+    return map_strings(value, fn)
+
+
+@dataclass
+class Outbound:
+    """A request ready to leave: its JSON, the files it names and the folders it writes into."""
+
+    request: dict[str, Any]
+    files: dict[str, Blob] = field(default_factory=dict)
+    """Local absolute path -> content key."""
+    data: dict[str, bytes] = field(default_factory=dict)
+    """Content key (sha256) -> bytes; each content once."""
+    dirs: list[str] = field(default_factory=list)
+    """Local folders the worker writes into, in order (node scratch folders out0, out1, ...)."""
+
+
+def outbound(request: dict[str, Any]) -> Outbound:
+    """Collect the files and folders `request` names (missing files stay as they are: the
+    worker reports them as it would locally)."""
+    out = Outbound(request={})
+
+    def walk(value: Any, key: str | None) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items() if k not in LOCAL_ONLY_KEYS}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str) and os.path.isabs(value):
+            if key in FILE_KEYS and os.path.isfile(value) and value not in out.files:
+                blob, data = read_blob(Path(value))
+                out.files[value] = blob
+                out.data[blob.sha256] = data
+            elif key in DIR_KEYS and value not in out.dirs:
+                out.dirs.append(value)
+        return value
+
+    out.request = walk(request, None)
+    return out
+
+
+@dataclass
+class Returned:
+    """A result file produced on the node: where it was there, and its bytes."""
+
+    node_path: str
+    data: bytes
+    folder: int | None = None
+    """Index of the request folder (`Outbound.dirs`) it was written into, if any."""
+    relative: str = ""
+
+
+def collect_returned(result: Any, scratch: Path, dir_roots: list[Path]) -> list[Returned]:
+    """Files under the job's scratch folder that the result names (e.g. an ncu report)."""
+    found: dict[str, Returned] = {}
+    scratch = scratch.resolve()
+
+    def visit(s: str) -> str:
+        if not os.path.isabs(s) or s in found:
+            return s
+        p = Path(s)
+        try:
+            p.resolve().relative_to(scratch)
+        except (ValueError, OSError):
+            return s
+        if not p.is_file() or p.stat().st_size > MAX_RETURNED_BYTES:
+            return s
+        folder, relative = None, p.name
+        for i, root in enumerate(dir_roots):
+            try:
+                relative = p.resolve().relative_to(root.resolve()).as_posix()
+                folder = i
+                break
+            except ValueError:
+                continue
+        found[s] = Returned(s, p.read_bytes(), folder, relative)
+        return s
+
+    map_strings(result, visit)
+    return list(found.values())
+
+
+def place_returned(files: list[Returned], dirs: list[str]) -> dict[str, str]:
+    """Write the node's result files here; returns node path -> local path."""
+    mapping: dict[str, str] = {}
+    for item in files:
+        if item.folder is not None and item.folder < len(dirs):
+            target = free_path(Path(dirs[item.folder]) / item.relative)
+        else:
+            folder = cache_root() / "results" / digest(item.data)
+            target = folder / Path(item.relative).name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not (target.is_file() and target.read_bytes() == item.data):
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(item.data)
+            os.replace(tmp, target)
+        mapping[item.node_path] = str(target)
+    return mapping
+
+
+def free_path(path: Path) -> Path:
+    """`path`, or `stem_2.ext`, `stem_3.ext`, ... : a name nothing holds yet."""
+    if not path.exists():
+        return path
+    n = 2
+    while True:
+        candidate = path.with_name(f"{path.stem}_{n}{path.suffix}")
+        if not candidate.exists():
+            return candidate
+        n += 1
