@@ -79,6 +79,11 @@ class Settings(BaseModel):
     python_for_workers: str | None = Field(
         None, description="Python with torch used for GPU workers; default: the server's own."
     )
+    cluster: str | None = Field(
+        None,
+        description="Ray cluster address (ray://head:10001, or head:6379 inside the cluster; "
+        "'local' starts one here): verify, profile and generate run there.",
+    )
 
     # Profiler
     profile_on_save: bool = False

@@ -8,10 +8,19 @@ export const STATUS_NOTIFICATION = "stitch/status";
 
 export type JobState = "idle" | "running" | "done" | "error";
 
+/** The Ray cluster the server's jobs run on (`stitch.cluster`), as the server last saw it. */
+export interface ClusterInfo {
+  address: string;
+  gpus: number;
+  freeGpus: number;
+  error?: string;
+}
+
 export interface StatusNotification {
   state: JobState;
   message: string;
   speedup?: number;
+  cluster?: ClusterInfo;
 }
 
 export type ServerPhase = "starting" | "ready" | "missing" | "failed" | "stopped";
@@ -31,7 +40,7 @@ export function parseStatus(raw: unknown): StatusNotification | undefined {
   if (typeof raw !== "object" || raw === null) {
     return undefined;
   }
-  const { state, message, speedup } = raw as Record<string, unknown>;
+  const { state, message, speedup, cluster } = raw as Record<string, unknown>;
   if (typeof state !== "string" || !JOB_STATES.includes(state)) {
     return undefined;
   }
@@ -42,7 +51,38 @@ export function parseStatus(raw: unknown): StatusNotification | undefined {
   if (typeof speedup === "number" && Number.isFinite(speedup) && speedup > 0) {
     out.speedup = speedup;
   }
+  const info = parseCluster(cluster);
+  if (info !== undefined) {
+    out.cluster = info;
+  }
   return out;
+}
+
+function parseCluster(raw: unknown): ClusterInfo | undefined {
+  if (typeof raw !== "object" || raw === null) {
+    return undefined;
+  }
+  const { address, gpus, freeGpus, error } = raw as Record<string, unknown>;
+  if (typeof address !== "string" || typeof gpus !== "number" || typeof freeGpus !== "number") {
+    return undefined;
+  }
+  const info: ClusterInfo = { address, gpus, freeGpus };
+  if (typeof error === "string") {
+    info.error = error;
+  }
+  return info;
+}
+
+/** ` · cluster 3/4 GPUs free` for the status text, and a tooltip line. */
+function clusterParts(cluster: ClusterInfo | undefined): { text: string; tooltip: string } {
+  if (cluster === undefined) {
+    return { text: "", tooltip: "" };
+  }
+  if (cluster.error !== undefined) {
+    return { text: " · cluster unreachable", tooltip: `Cluster ${cluster.address}: ${cluster.error}` };
+  }
+  const free = `${cluster.freeGpus}/${cluster.gpus} GPUs free`;
+  return { text: ` · cluster ${free}`, tooltip: `Cluster ${cluster.address}: ${free}` };
 }
 
 export function formatSpeedup(speedup: number): string {
@@ -137,11 +177,12 @@ export class StatusModel {
       };
     }
     const { state, message, speedup } = this.job;
+    const cluster = clusterParts(this.job.cluster);
     switch (state) {
       case "running":
         return {
-          text: `$(sync~spin) ${base}: running on GPU`,
-          tooltip: message || "A job is running on the GPU.",
+          text: `$(sync~spin) ${base}: running on ${cluster.text ? "the cluster" : "GPU"}${cluster.text}`,
+          tooltip: [message || "A job is running on the GPU.", cluster.tooltip].filter(Boolean).join("\n"),
           command: SHOW_OUTPUT_COMMAND,
           kind: "normal",
         };
@@ -164,9 +205,9 @@ export class StatusModel {
         return {
           text:
             this.lastSpeedup === undefined
-              ? `$(circuit-board) ${base}`
-              : `$(circuit-board) ${base} ${formatSpeedup(this.lastSpeedup)}`,
-          tooltip: [message || "stitch-lsp is idle.", last].filter(Boolean).join("\n"),
+              ? `$(circuit-board) ${base}${cluster.text}`
+              : `$(circuit-board) ${base} ${formatSpeedup(this.lastSpeedup)}${cluster.text}`,
+          tooltip: [message || "stitch-lsp is idle.", last, cluster.tooltip].filter(Boolean).join("\n"),
           command: SHOW_OUTPUT_COMMAND,
           kind: "normal",
         };

@@ -4,10 +4,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
 
 STATUS_METHOD = "stitch/status"
 """Server -> client notification that drives the status bar item."""
+
+
+class ClusterInfo(BaseModel):
+    """The Ray cluster the server's jobs run on, as the status bar shows it."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    address: str
+    gpus: float
+    free_gpus: float
+    error: str | None = None
 
 
 class StatusParams(BaseModel):
@@ -16,3 +28,4 @@ class StatusParams(BaseModel):
     state: Literal["idle", "running", "done", "error"]
     message: str
     speedup: float | None = None
+    cluster: ClusterInfo | None = None

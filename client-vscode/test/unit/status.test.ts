@@ -37,6 +37,21 @@ describe("status bar", () => {
     assert.equal(model.lastSpeedup, 1.4213);
   });
 
+  it("shows the cluster and its free GPUs when the server runs jobs there", () => {
+    const cluster = { address: "ray://head:10001", gpus: 4, freeGpus: 3 };
+    assert.deepEqual(parseStatus({ state: "idle", message: "", cluster })?.cluster, cluster);
+    assert.equal(parseStatus({ state: "idle", message: "", cluster: { address: 1 } })?.cluster, undefined);
+    const model = new StatusModel();
+    model.setPhase("ready");
+    model.update({ state: "idle", message: "", cluster });
+    assert.equal(model.view().text, "$(circuit-board) Stitch · cluster 3/4 GPUs free");
+    assert.match(model.view().tooltip, /Cluster ray:\/\/head:10001: 3\/4 GPUs free/);
+    model.update({ state: "running", message: "verifying", cluster: { ...cluster, freeGpus: 2 } });
+    assert.equal(model.view().text, "$(sync~spin) Stitch: running on the cluster · cluster 2/4 GPUs free");
+    model.update({ state: "idle", message: "", cluster: { ...cluster, error: "connection refused" } });
+    assert.equal(model.view().text, "$(circuit-board) Stitch · cluster unreachable");
+  });
+
   it("shows the server's own state before any job, and analysis-only when untrusted", () => {
     const model = new StatusModel();
     assert.equal(model.view().command, "stitch.restartServer");
