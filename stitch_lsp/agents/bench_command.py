@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stitch_lsp.agents.bench import BenchReport, BenchRow
+    from stitch_lsp.config import Settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="time only eager and torch.compile (skip the CUDA-graph and reduce-overhead columns)",
     )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="generate and verify on a Ray cluster, one job per cluster GPU (ray://head:10001, "
+        "or head:6379 inside the cluster); without ADDRESS a local Ray is started for the run",
+    )
     p.set_defaults(func=_run)
 
 
@@ -48,13 +57,7 @@ def _select(files: list[Path], only: str | None) -> list[Path]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from stitch_lsp.agents.bench import (
-        BenchReport,
-        problem_files,
-        run_bench,
-        summarise,
-        write_outputs,
-    )
+    from stitch_lsp.agents.bench import problem_files
     from stitch_lsp.config import Settings
     from stitch_lsp.verify import visible_gpus
 
@@ -69,9 +72,39 @@ def _run(args: argparse.Namespace) -> int:
         print(f"stitch-lsp bench: no problems found in {folder}", file=sys.stderr)
         return 2
     settings = Settings.from_sources()
-    devices = [d.strip() for d in args.devices.split(",")] if args.devices else visible_gpus()
-    if not devices:
-        print("No CUDA GPU visible: candidates are generated, not verified.")
+    with ExitStack() as stack:
+        address = args.ray or settings.cluster
+        if address:
+            from stitch_lsp.cluster.use import join_for_run
+
+            devices = join_for_run(stack, address, "stitch-lsp bench")
+            if devices is None:
+                return 2
+            if not devices:
+                print("The cluster has no GPU: candidates are generated, not verified.")
+        else:
+            devices = (
+                [d.strip() for d in args.devices.split(",")] if args.devices else visible_gpus()
+            )
+            if not devices:
+                print("No CUDA GPU visible: candidates are generated, not verified.")
+        return _bench(args, folder, files, settings, devices)
+
+
+def _bench(
+    args: argparse.Namespace,
+    folder: Path,
+    files: list[Path],
+    settings: Settings,
+    devices: list[str],
+) -> int:
+    from stitch_lsp.agents.bench import (
+        BenchReport,
+        run_bench,
+        summarise,
+        write_outputs,
+    )
+
     out_dir = Path(args.out or Path(".stitch") / "bench" / args.coder)
     json_path = Path(args.json_out) if args.json_out else None
     md_path = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -49,6 +50,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--device", help="cuda:K to verify on")
     p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="plan, generate and verify on a Ray cluster (ray://head:10001, or head:6379 inside "
+        "the cluster); without ADDRESS a local Ray is started for the run",
+    )
+    p.add_argument(
         "--no-seed",
         action="store_true",
         help="do not show the LLM the builtin generator's draft as a starting point",
@@ -77,6 +86,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as stack:
+        return _generate_in(args, stack)
+
+
+def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from rich.console import Console
 
     from stitch_lsp.agents.output import free_name, with_header, write_new
@@ -111,18 +125,28 @@ def _generate(args: argparse.Namespace) -> int:
             "[red]error:[/] --coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL"
         )
         return 2
+    address = args.ray or settings.cluster
+    if address:
+        from stitch_lsp.cluster.use import join_for_run
+
+        slots = join_for_run(stack, address, "stitch-lsp generate")
+        if slots is None:
+            return 2
+        gpus, no_gpu = slots, "The cluster has no GPU."
+    else:
+        gpus, no_gpu = discover_gpus(settings.device), no_gpu_message()
     if args.verify == "auto":
-        args.verify = "full" if discover_gpus(settings.device) else "compile"
+        args.verify = "full" if gpus else "compile"
         if args.verify == "compile":
             console.print(
-                f"[yellow]note:[/] {no_gpu_message()} Verifying by compile only: "
+                f"[yellow]note:[/] {no_gpu} Verifying by compile only: "
                 "correctness and speed will NOT be checked.",
                 soft_wrap=True,  # one line: a flag is never split across two
             )
     compile_only = args.verify == "compile"
-    if not compile_only and not discover_gpus(settings.device):
+    if not compile_only and not gpus:
         console.print(
-            f"[red]error:[/] {no_gpu_message()} Use --verify compile to build and check "
+            f"[red]error:[/] {no_gpu} Use --verify compile to build and check "
             "statically without one (correctness and speed are then not verified).",
             soft_wrap=True,
         )

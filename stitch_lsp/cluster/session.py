@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "stitch-lsp"
 LOCAL = "local"
+LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch (despite its name, on every OS): "0" keeps every Ray address on 127.0.0.1."""
 """The address that means: start a Ray head on this machine for the run."""
 
 
@@ -86,8 +88,13 @@ def connect(address: str | None, **local_options: Any) -> ClusterSession:
     `local_options` go to `ray.init` when a local head is started (tests give `num_gpus` and
     `num_cpus`). Joining a cluster this process already joined returns the same session.
     """
-    ray = require_ray()
     want = address if address and address != LOCAL else None
+    if want is None:
+        # A head for one run on this machine serves this machine only: every Ray process binds
+        # to and announces the loopback address (read when `ray` is imported, and by the
+        # processes it starts).
+        os.environ.setdefault(LOOPBACK_ENV, "0")
+    ray = require_ray()
     if ray.is_initialized():
         return ClusterSession(address=want or LOCAL, started=False)
     kwargs: dict[str, Any] = {
@@ -99,13 +106,12 @@ def connect(address: str | None, **local_options: Any) -> ClusterSession:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         if want is None:
-            options = {"_node_ip_address": "127.0.0.1", **local_options}
             ray.init(
                 address="local",
                 include_dashboard=False,
                 runtime_env={"env_vars": _local_env()},
                 **kwargs,
-                **options,
+                **local_options,
             )
         else:
             ray.init(address=want, **kwargs)

@@ -77,6 +77,7 @@ def outbound(request: dict[str, Any]) -> Outbound:
 
     def walk(value: Any, key: str | None) -> Any:
         if isinstance(value, dict):
+            value = _with_header(value)
             return {k: walk(v, k) for k, v in value.items() if k not in LOCAL_ONLY_KEYS}
         if isinstance(value, list):
             return [walk(v, key) for v in value]
@@ -91,6 +92,18 @@ def outbound(request: dict[str, Any]) -> Outbound:
 
     out.request = walk(request, None)
     return out
+
+
+def _with_header(item: dict[str, Any]) -> dict[str, Any]:
+    """A builtin generation request names the reference relative to the folder the candidate
+    will be written into; that relation holds on this machine only, so it is computed here."""
+    ref, folder = item.get("reference"), item.get("candidate_dir")
+    if "reference_header" not in item or item["reference_header"] is not None:
+        return item
+    if not (isinstance(ref, str) and isinstance(folder, str)):
+        return item
+    header = Path(os.path.relpath(Path(ref).resolve(), Path(folder).resolve())).as_posix()
+    return {**item, "reference_header": header}
 
 
 @dataclass

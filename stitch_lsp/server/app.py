@@ -7,6 +7,7 @@ verify) live in `features/<name>.py` and plug in through the `register_*` method
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib
 import inspect
@@ -30,6 +31,7 @@ from stitch_lsp import __version__
 from stitch_lsp.config import Settings, environment_values
 from stitch_lsp.models.findings import Finding
 from stitch_lsp.models.server import STATUS_METHOD, StatusParams
+from stitch_lsp.server.cluster import ClusterLink
 from stitch_lsp.server.convert import finding_to_diagnostic
 from stitch_lsp.server.documents import OpenDocument, PushedDiagnostics
 from stitch_lsp.server.jobs import JobScheduler
@@ -51,6 +53,7 @@ from stitch_lsp.server.scopes import (
     snake_keys,
     user_level_keys,
 )
+from stitch_lsp.workers.launch import default_launcher
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -147,6 +150,8 @@ class StitchServer(LanguageServer):
         self._stores: dict[type, object] = {}
         self.publish_count = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
+        self.cluster = ClusterLink()
+        self._last_status: tuple[str, str, float | None] = ("idle", "", None)
         self.jobs = JobScheduler(
             devices or [],
             progress=LspProgress(self),
@@ -411,6 +416,29 @@ class StitchServer(LanguageServer):
         from stitch_lsp.server.devices import discover_gpus
 
         loop = asyncio.get_running_loop()
+        address = self.settings.cluster
+        if address and not self.trusted:
+            self.log("stitch.cluster is set, but the workspace is not trusted: nothing is sent.")
+        elif address:
+            try:
+                slots = await loop.run_in_executor(self.executor, self.cluster.use, address)
+            except Exception as exc:
+                self.window_show_message(
+                    lsp.ShowMessageParams(
+                        type=lsp.MessageType.Warning,
+                        message=f"stitch-lsp: {exc}. Using this machine's GPUs instead.",
+                    )
+                )
+            else:
+                self.jobs.launcher = self.cluster.launcher
+                self.jobs.set_devices(slots)
+                s = self.cluster.status
+                self.log(f"cluster {address}: {s.nodes} node(s), {s.gpus:g} GPU(s)")
+                self.send_status("idle", f"cluster {address}")
+                return
+        if self.cluster.connected:
+            await loop.run_in_executor(self.executor, self.cluster.leave)
+            self.jobs.launcher = default_launcher()
         devices = await loop.run_in_executor(self.executor, discover_gpus, self.settings.device)
         self.jobs.set_devices(devices)
 
@@ -435,9 +463,32 @@ class StitchServer(LanguageServer):
     # ---- messages -----------------------------------------------------------------------------
 
     def send_status(self, state: str, message: str, speedup: float | None = None) -> None:
-        """`stitch/status` for the status bar: idle | running | done | error."""
-        params = StatusParams(state=state, message=message, speedup=speedup)
-        self.protocol.notify(STATUS_METHOD, params.model_dump(exclude_none=True))
+        """`stitch/status` for the status bar: idle | running | done | error, and the cluster
+        with its free GPUs when one is in use (looked at again after every change of state)."""
+        self._last_status = (state, message, speedup)
+        self._notify_status()
+        if self.cluster.connected:
+            with contextlib.suppress(RuntimeError):  # no event loop: nothing to refresh from
+                asyncio.get_running_loop().create_task(self._refresh_cluster())
+
+    def _notify_status(self) -> None:
+        state, message, speedup = self._last_status
+        params = StatusParams(
+            state=state,  # type: ignore[arg-type]
+            message=message,
+            speedup=speedup,
+            cluster=self.cluster.wire(),
+        )
+        self.protocol.notify(STATUS_METHOD, params.model_dump(by_alias=True, exclude_none=True))
+
+    async def _refresh_cluster(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self.executor, self.cluster.refresh)
+        except Exception as exc:
+            self.report_error("asking the cluster for its free GPUs", exc)
+            return
+        self._notify_status()
 
     def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
         self.window_log_message(lsp.LogMessageParams(type=kind, message=message))

@@ -66,4 +66,5 @@ def _run(args: argparse.Namespace) -> int:
             server.start_io(sys.stdin.buffer, _private_stdout())
     finally:
         server.jobs.kill_all_processes()
+        server.cluster.kill_all()
     return 0

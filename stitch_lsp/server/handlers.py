@@ -118,6 +118,8 @@ def register_handlers(server: StitchServer) -> None:
     async def shutdown(ls: StitchServer, params: None) -> None:
         ls.cancel_pending_publishes()
         await ls.jobs.shutdown()
+        if ls.cluster.connected:
+            await asyncio.get_running_loop().run_in_executor(ls.executor, ls.cluster.leave)
 
     # ---- text sync --------------------------------------------------------------------------
 
@@ -364,7 +366,8 @@ def _use_settings(ls: StitchServer, values: dict[str, Any]) -> None:
     for uri, d in ls.documents.items():
         d.use_settings(ls.settings)
         ls.schedule_publish(uri, delay_ms=0)
-    if ls.settings.device != old_device and ls.initialized:
+    moved = ls.settings.device != old_device or ls.settings.cluster != old.cluster
+    if moved and ls.initialized:
         asyncio.get_running_loop().create_task(ls.refresh_devices())
     for listener in list(ls.settings_listeners):
         asyncio.get_running_loop().create_task(

@@ -75,3 +75,12 @@ def test_result_files_come_back_into_the_requested_folder_never_over_a_file(
     assert (local / "r.ncu-rep").read_bytes() == b"the user's own"
     back = replace_paths(result, mapping)
     assert back["report_path"] == str(placed) and back["log"] == f"wrote {placed}"
+
+
+def test_a_generation_header_is_computed_on_this_machine(tmp_path: Path) -> None:
+    ref = tmp_path / "problems" / "p.py"
+    ref.parent.mkdir()
+    ref.write_text("x = 1\n")
+    item = {"reference": str(ref), "candidate_dir": str(tmp_path / "out"), "reference_header": None}
+    out = outbound({"items": [item]})
+    assert out.request["items"][0]["reference_header"] == "../problems/p.py"
