@@ -22,6 +22,7 @@ from stitch_lsp.workers.launch import (
     WorkerError,
     WorkerErrorKind,
     WorkerLauncher,
+    is_remote,
 )
 from stitch_lsp.workers.launch import run_worker as run_launched
 
@@ -94,11 +95,14 @@ def verify(
             phase="static",
         )
 
-    gpus = visible_gpus()
+    gpus = [] if is_remote(launcher) else visible_gpus()
     chosen = device or settings.device
     env: dict[str, str] = {}
     worker_device: str | None = None
-    if not compile_only and gpus:
+    if not compile_only and is_remote(launcher):
+        # A cluster: the launcher gives the worker one of its GPUs (as cuda:0) and says which.
+        worker_device = "cuda:0"
+    elif not compile_only and gpus:
         chosen = chosen or gpus[0]
         if chosen not in gpus:
             return VerifyResult(
@@ -134,7 +138,8 @@ def verify(
         cwd=candidate.parent,
         launcher=launcher,
     )
-    result.device = worker_device and chosen
+    if not is_remote(launcher):
+        result.device = worker_device and chosen
     result.diagnostics = statics + result.diagnostics
     result.wall_seconds = time.perf_counter() - start
     return result
@@ -180,6 +185,8 @@ def run_worker(
         )
         result.diagnostics.append(_run_finding(request, result))
     result.wall_seconds = reply.seconds
+    if reply.where:
+        result.device = reply.where
     return result
 
 

@@ -122,10 +122,16 @@ class WorkerReply(Generic[ResT]):
     result: ResT
     log_tail: str
     seconds: float
+    where: str | None = None
+    """Where it ran when that was not this machine: a cluster node and its GPU."""
 
 
 class WorkerLauncher(Protocol):
-    """Runs a worker to completion. Raises WorkerError for every way it can fail."""
+    """Runs a worker to completion. Raises WorkerError for every way it can fail.
+
+    A remote launcher (`remote = True`, e.g. `stitch_lsp.cluster.executor.RayLauncher`) places
+    GPU jobs on its own GPUs: callers then leave CUDA_VISIBLE_DEVICES to it.
+    """
 
     def run(
         self, call: WorkerCall[ResT], cancel: threading.Event | None = None
@@ -324,6 +330,11 @@ def set_default_launcher(launcher: WorkerLauncher) -> WorkerLauncher:
     global _default
     previous, _default = _default, launcher
     return previous
+
+
+def is_remote(launcher: WorkerLauncher | None = None) -> bool:
+    """Whether `launcher` (default: the default launcher) runs workers on other machines."""
+    return bool(getattr(launcher or _default, "remote", False))
 
 
 def run_worker(

@@ -52,9 +52,11 @@ def test_bench_runs_in_parallel_over_the_clusters_gpus(
 ) -> None:
     started = time.monotonic()
     out = _cli(
-        ["bench", str(kernelbench_dir), "--level", "2", "--only", "1,17,21"]
-        + ["--ray", _address(), "--json", str(tmp_path / "bench.json")]
-        + ["--out", str(tmp_path / "candidates")],
+        [
+            *("bench", str(kernelbench_dir), "--level", "2", "--only", "1,17,21"),
+            *("--ray", _address(), "--json", str(tmp_path / "bench.json")),
+            *("--out", str(tmp_path / "candidates")),
+        ],
         tmp_path,
     )
     wall = time.monotonic() - started
@@ -81,8 +83,10 @@ def test_generate_on_the_cluster_and_export_its_trajectories(
     ref = tmp_path / "19_ReLU.py"
     shutil.copy(kernelbench_dir / "level1" / "19_ReLU.py", ref)
     out = _cli(
-        ["generate", str(ref), "--coder", "builtin", "--ray", _address()]
-        + ["--trajectories-dir", str(tmp_path / "traj")],
+        [
+            *("generate", str(ref), "--coder", "builtin", "--ray", _address()),
+            *("--trajectories-dir", str(tmp_path / "traj")),
+        ],
         tmp_path,
     )
     # Full verification was asked for and ran on a cluster GPU (a Ray resource only, here).

@@ -58,8 +58,10 @@ def test_a_local_generate_run_imports_no_ray(kernelbench_dir: Path, tmp_path: Pa
     env = {k: v for k, v in os.environ.items() if not k.startswith("STITCH_")}
     env["STITCH_CACHE_DIR"] = str(tmp_path / "build")
     out = subprocess.run(
-        [sys.executable, "-c", RUN_LOCAL, "generate", str(ref), "--coder", "builtin"]
-        + ["--verify", "compile", "--trajectories-dir", str(tmp_path / "traj")],
+        [
+            *(sys.executable, "-c", RUN_LOCAL, "generate", str(ref), "--coder", "builtin"),
+            *("--verify", "compile", "--trajectories-dir", str(tmp_path / "traj")),
+        ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
