@@ -82,6 +82,8 @@ class VerifyCommandResult(CommandResult):
     compile_only: bool = False
     cached: bool = False
     reference: str | None = None
+    device: str | None = None
+    """Where it ran: `cuda:K`, or a cluster node and its GPU (`10.0.0.5/gpu3`)."""
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     diagnostics: int = 0

@@ -56,6 +56,8 @@ from stitch_lsp.server.scopes import (
 from stitch_lsp.workers.launch import default_launcher
 
 log = logging.getLogger(__name__)
+
+CLUSTER_POLL_S = 5.0
 T = TypeVar("T")
 S = TypeVar("S")
 
@@ -152,6 +154,7 @@ class StitchServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.cluster = ClusterLink()
         self._last_status: tuple[str, str, float | None] = ("idle", "", None)
+        self._cluster_poll: asyncio.Task[None] | None = None
         self.jobs = JobScheduler(
             devices or [],
             progress=LspProgress(self),
@@ -432,6 +435,8 @@ class StitchServer(LanguageServer):
             else:
                 self.jobs.launcher = self.cluster.launcher
                 self.jobs.set_devices(slots)
+                if self._cluster_poll is None or self._cluster_poll.done():
+                    self._cluster_poll = loop.create_task(self._poll_cluster())
                 s = self.cluster.status
                 self.log(f"cluster {address}: {s.nodes} node(s), {s.gpus:g} GPU(s)")
                 self.send_status("idle", f"cluster {address}")
@@ -481,14 +486,25 @@ class StitchServer(LanguageServer):
         )
         self.protocol.notify(STATUS_METHOD, params.model_dump(by_alias=True, exclude_none=True))
 
-    async def _refresh_cluster(self) -> None:
+    async def _poll_cluster(self) -> None:
+        """Look at the cluster's free GPUs every few seconds while connected: other users and
+        finishing jobs change them."""
+        while self.cluster.connected:
+            await asyncio.sleep(CLUSTER_POLL_S)
+            before = self.cluster.wire()
+            await self._refresh_cluster(notify=False)
+            if self.cluster.wire() != before:
+                self._notify_status()
+
+    async def _refresh_cluster(self, notify: bool = True) -> None:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self.executor, self.cluster.refresh)
         except Exception as exc:
             self.report_error("asking the cluster for its free GPUs", exc)
             return
-        self._notify_status()
+        if notify:
+            self._notify_status()
 
     def log(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
         self.window_log_message(lsp.LogMessageParams(type=kind, message=message))

@@ -279,6 +279,7 @@ async def start_verify(
         compile_only=compile_only,
         cached=outcome.state is JobState.cached,
         reference=str(reference),
+        device=result.device,
         speedup_vs_eager=result.speedup_vs_eager,
         speedup_vs_compile=result.speedup_vs_compile,
         diagnostics=len(result.diagnostics),
