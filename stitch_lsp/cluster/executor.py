@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from stitch_lsp.cluster.node import JobRunner, NodeJob, NodeReply
@@ -40,6 +41,7 @@ POLL_S = 0.1
 CANCEL_GRACE_S = 10.0
 """The node launcher needs up to 7 s (SIGTERM, grace, SIGKILL) to end a group."""
 TRANSFER_MARGIN_S = 120.0
+KEEP_CONTENTS = 512
 
 
 def needs_gpu(call: WorkerCall[Any]) -> bool:
@@ -82,7 +84,7 @@ class RayLauncher:
         self.retries = retries
         self.cancel_grace_s = cancel_grace_s
         self.transfer_margin_s = transfer_margin_s
-        self._refs: dict[str, Any] = {}
+        self._refs: OrderedDict[str, Any] = OrderedDict()
         self._live: set[Any] = set()
         self._lock = threading.Lock()
         self._actor_class: Any = None
@@ -196,11 +198,16 @@ class RayLauncher:
     # ---- pieces -----------------------------------------------------------------------------
 
     def _put(self, sha: str, data: bytes) -> Any:
+        """Each content goes into the object store once; the oldest are let go (Ray frees an
+        object once no job holds its reference) so a long editor session stays small."""
         ray = require_ray()
         with self._lock:
             ref = self._refs.get(sha)
             if ref is None:
                 ref = self._refs[sha] = ray.put(data)
+                while len(self._refs) > KEEP_CONTENTS:
+                    self._refs.popitem(last=False)
+            self._refs.move_to_end(sha)
             return ref
 
     def _actor(self, gpu: bool, avoid: set[str | None]) -> Any:

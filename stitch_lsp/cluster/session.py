@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "stitch-lsp"
 LOCAL = "local"
+LOCAL_OBJECT_STORE_BYTES = 512 * 1024 * 1024
 LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 """Ray's switch (despite its name, on every OS): "0" keeps every Ray address on 127.0.0.1."""
 """The address that means: start a Ray head on this machine for the run."""
@@ -106,12 +107,14 @@ def connect(address: str | None, **local_options: Any) -> ClusterSession:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         if want is None:
+            # Jobs carry source files only: a small object store spares /dev/shm.
+            options = {"object_store_memory": LOCAL_OBJECT_STORE_BYTES, **local_options}
             ray.init(
                 address="local",
                 include_dashboard=False,
                 runtime_env={"env_vars": _local_env()},
                 **kwargs,
-                **local_options,
+                **options,
             )
         else:
             ray.init(address=want, **kwargs)

@@ -173,3 +173,27 @@ def test_a_job_lost_twice_is_reported(launcher, tmp_path: Path):
     assert errors and errors[0].kind is WorkerErrorKind.crashed
     assert "2 times" in errors[0].message
     assert all(_until_gone(g) for g in groups)
+
+
+def test_a_report_read_runs_on_a_cpu_and_names_the_users_file(
+    launcher, ncu_fixture_dir: Path, tmp_path: Path
+):
+    from stitch_lsp.cluster.executor import needs_gpu
+    from stitch_lsp.models.profile import ProfileRun, ReportRequest
+    from stitch_lsp.workers import WORKER_ENTRY_POINTS
+    from stitch_lsp.workers.launch import WorkerCall
+
+    report = tmp_path / "mine.ncu-rep"
+    report.write_bytes((ncu_fixture_dir / "relu_bias_full.ncu-rep").read_bytes())
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["profile"],
+        request=ReportRequest(report=str(report)),
+        result=ProfileRun,
+        timeout_s=120,
+        label="the profile worker",
+    )
+    assert not needs_gpu(call)
+    run = launcher.run(call).result
+    assert run.ok, run.error
+    assert run.report_path == str(report)
+    assert run.report is not None and [k.name for k in run.report.kernels] == ["relu_bias"]
