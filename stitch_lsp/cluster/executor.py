@@ -150,7 +150,9 @@ class RayLauncher:
         where, node_id = "a cluster node", None
         try:
             # Placement waits for a free GPU for as long as it takes (cancellable).
-            where, node_id = self._wait(actor, actor.place.remote(), cancel, None, call, where)
+            where, node_id = self._wait(
+                actor, actor.place.remote(), cancel, None, call, where, graceful=False
+            )
             deadline = time.monotonic() + call.timeout_s + self.transfer_margin_s
             return self._wait(actor, actor.run.remote(job), cancel, deadline, call, where)
         except _ActorGone as exc:
@@ -168,7 +170,11 @@ class RayLauncher:
         deadline: float | None,
         call: WorkerCall[Any],
         where: str,
+        *,
+        graceful: bool = True,
     ) -> Any:
+        """The value of `ref`; a cancel or the deadline stops the job (`graceful`: the actor
+        ends its worker first; else, while nothing runs yet, the actor is simply killed)."""
         ray = require_ray()
         while True:
             ready, _ = ray.wait([ref], timeout=POLL_S)
@@ -178,7 +184,10 @@ class RayLauncher:
                 except _actor_errors(ray) as exc:
                     raise _ActorGone() from exc
             if cancel is not None and cancel.is_set():
-                self._stop(actor, ref)
+                if graceful:
+                    self._stop(actor, ref)
+                else:
+                    _quiet(ray.kill, actor)
                 raise WorkerError(WorkerErrorKind.cancelled, "cancelled")
             if deadline is not None and time.monotonic() > deadline:
                 self._stop(actor, ref)

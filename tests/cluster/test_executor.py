@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -83,9 +84,11 @@ def test_files_travel_by_content_and_paths_come_back(launcher, tmp_path: Path, n
 
 
 def test_jobs_run_in_parallel_one_per_gpu(launcher):
-    code = "import os, time\ntime.sleep(4)\nanswer = os.environ.get('CUDA_VISIBLE_DEVICES')"
+    code = (
+        "import os, time\nstart = time.time()\ntime.sleep(4)\n"
+        "answer = f\"{os.environ.get('CUDA_VISIBLE_DEVICES')} {start} {time.time()}\""
+    )
     results: list[str] = []
-    start = time.monotonic()
     threads = [
         threading.Thread(target=lambda: results.append(launcher.run(script_call(code)).result.text))
         for _ in range(FAKE_GPUS)
@@ -94,9 +97,10 @@ def test_jobs_run_in_parallel_one_per_gpu(launcher):
         t.start()
     for t in threads:
         t.join()
-    wall = time.monotonic() - start
-    assert sorted(results) == [str(i) for i in range(FAKE_GPUS)]
-    assert wall < 4 * FAKE_GPUS - 2, f"not parallel: {wall:.1f} s"
+    rows = [r.split() for r in results]
+    assert sorted(gpu for gpu, _, _ in rows) == [str(i) for i in range(FAKE_GPUS)]
+    # All of them were sleeping at the same moment.
+    assert max(float(s) for _, s, _ in rows) < min(float(e) for _, _, e in rows)
 
 
 def test_cancel_ends_the_workers_process_group(launcher, tmp_path: Path):
@@ -197,3 +201,44 @@ def test_a_report_read_runs_on_a_cpu_and_names_the_users_file(
     assert run.ok, run.error
     assert run.report_path == str(report)
     assert run.report is not None and [k.name for k in run.report.kernels] == ["relu_bias"]
+
+
+def test_a_job_waiting_for_a_gpu_is_cancelled_at_once(launcher, tmp_path: Path):
+    """Every GPU busy: the next job waits (without its timeout running) and cancels at once."""
+    busy = threading.Event()
+    holders = []
+    for i in range(FAKE_GPUS):
+        code = PIDS.format(path=str(tmp_path / f"holder{i}"), sleep=120)
+        holders.append(
+            threading.Thread(target=lambda c=code: _swallow(launcher, script_call(c), busy))
+        )
+    for t in holders:
+        t.start()
+    for i in range(FAKE_GPUS):
+        _wait_for(tmp_path / f"holder{i}")
+    waiting = threading.Event()
+    errors: list[WorkerError] = []
+
+    def queued() -> None:
+        try:
+            launcher.run(script_call("answer = 'ran'", timeout_s=1), waiting)
+        except WorkerError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=queued)
+    t.start()
+    time.sleep(3)  # longer than its timeout: waiting for a GPU does not count
+    assert t.is_alive() and not errors
+    cancelled_at = time.monotonic()
+    waiting.set()
+    t.join(timeout=10)
+    assert errors and errors[0].kind is WorkerErrorKind.cancelled
+    assert time.monotonic() - cancelled_at < 5
+    busy.set()
+    for h in holders:
+        h.join(timeout=30)
+
+
+def _swallow(launcher, call, cancel: threading.Event) -> None:
+    with contextlib.suppress(WorkerError):
+        launcher.run(call, cancel)

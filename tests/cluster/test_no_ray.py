@@ -1,4 +1,4 @@
-"""The local path never imports Ray: not the server, not the CLI, not a local generate run."""
+"""The local path never imports Ray: not the server, not the CLI, not a local verify run."""
 
 from __future__ import annotations
 
@@ -52,16 +52,13 @@ print("rc", rc, "ray modules:", loaded)
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-def test_a_local_generate_run_imports_no_ray(kernelbench_dir: Path, tmp_path: Path) -> None:
-    ref = tmp_path / "19_ReLU.py"
-    shutil.copy(kernelbench_dir / "level1" / "19_ReLU.py", ref)
+def test_a_local_verify_run_imports_no_ray(tmp_path: Path) -> None:
+    pair = tmp_path / "pair_good.py"
+    shutil.copy(REPO / "tests" / "verify" / "data" / "pair_good.py", pair)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STITCH_")}
     env["STITCH_CACHE_DIR"] = str(tmp_path / "build")
     out = subprocess.run(
-        [
-            *(sys.executable, "-c", RUN_LOCAL, "generate", str(ref), "--coder", "builtin"),
-            *("--verify", "compile", "--trajectories-dir", str(tmp_path / "traj")),
-        ],
+        [sys.executable, "-c", RUN_LOCAL, "verify", str(pair), str(pair), "--compile-only"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -69,4 +66,5 @@ def test_a_local_generate_run_imports_no_ray(kernelbench_dir: Path, tmp_path: Pa
         timeout=300,
         check=False,
     )
-    assert "rc 0 ray modules: []" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "ray modules: []" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "rc 0" in out.stdout or "rc 1" in out.stdout, out.stdout[-2000:]
