@@ -4,7 +4,7 @@ The LSP client sends camelCase keys (`llmBaseUrl`); Python code uses snake_case.
 Environment variables `STITCH_<SNAKE_NAME>` (read with pydantic-settings; lists comma-separated)
 override defaults, so CI and scripts need no editor.
 
-Two settings decide where code and the API key are sent, so a workspace may not set them:
+Three settings decide where code and the API key are sent, so a workspace may not set them:
 `USER_LEVEL_ONLY` (the server takes them only from its own environment, its command line, or
 values the editor vouches come from user-level settings; see `stitch_lsp.server.scopes`).
 """
@@ -29,8 +29,9 @@ DEFAULT_NCU_SECTIONS: tuple[str, ...] = (
 )
 ENV_PREFIX = "STITCH_"
 API_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(_API_KEY|_KEY|_TOKEN)$", re.IGNORECASE)
-USER_LEVEL_ONLY: tuple[str, ...] = ("llm_base_url", "llm_api_key_env")
-"""Settings a workspace may not set: the endpoint, and which variable's value is sent to it."""
+USER_LEVEL_ONLY: tuple[str, ...] = ("llm_base_url", "llm_api_key_env", "cluster")
+"""Settings a workspace may not set: the endpoint, which variable's value is sent to it, and
+the Ray cluster that receives the user's code."""
 
 
 class SettingsError(ValueError):

@@ -16,7 +16,12 @@ export const CLIENT_ONLY_PREFIXES: readonly string[] = ["python.", "trace."];
  * workspace needs the user's word. They travel as `userSettings`, read with `inspect()` so a
  * workspace's `.vscode/settings.json` cannot supply them.
  */
-export const USER_LEVEL_KEYS: readonly string[] = ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir"];
+export const USER_LEVEL_KEYS: readonly string[] = [
+  "llmBaseUrl",
+  "llmApiKeyEnv",
+  "trajectoriesDir",
+  "cluster",
+];
 export const USER_SETTINGS_KEY = "userSettings";
 
 export const INTERPRETER_KEY = "python.interpreter";

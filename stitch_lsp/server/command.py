@@ -23,6 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--llm-api-key-env",
         help="the variable holding the API key (user-level, like $STITCH_LLM_API_KEY_ENV)",
     )
+    p.add_argument(
+        "--cluster",
+        help="the Ray cluster to run jobs on (user-level, like $STITCH_CLUSTER: a workspace "
+        "cannot set it)",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=2087)
     p.add_argument(
@@ -55,6 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     for flag, var in (
         ("llm_base_url", "STITCH_LLM_BASE_URL"),
         ("llm_api_key_env", "STITCH_LLM_API_KEY_ENV"),
+        ("cluster", "STITCH_CLUSTER"),
     ):
         if getattr(args, flag):
             os.environ[var] = getattr(args, flag)

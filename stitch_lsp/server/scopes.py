@@ -3,11 +3,12 @@
 A workspace's own settings (`.vscode/settings.json`, a project-local editor config) are written
 by whoever wrote the project. So:
 
-- `llmBaseUrl` and `llmApiKeyEnv` (config.USER_LEVEL_ONLY) decide where code and the API key
-  are sent: the server takes them only from its own environment (`STITCH_LLM_BASE_URL`), its
-  command line, or from `userSettings`, values the editor vouches come from user-level settings
-  (the VS Code client reads them with `inspect().globalValue`). The same keys in ordinary LSP
-  settings are ignored, with a warning in the log and a notice once.
+- `llmBaseUrl`, `llmApiKeyEnv` and `cluster` (config.USER_LEVEL_ONLY) decide where code and
+  the API key are sent: the server takes them only from its own environment
+  (`STITCH_LLM_BASE_URL`), its command line, or from `userSettings`, values the editor vouches
+  come from user-level settings (the VS Code client reads them with `inspect().globalValue`).
+  The same keys in ordinary LSP settings are ignored, with a warning in the log and a notice
+  once.
 - Output folders (`trajectoriesDir`, and where a generated file goes) stay inside the workspace
   folders or the user's data folder, unless the value itself is user-level.
 

@@ -71,7 +71,9 @@ async def test_verify_runs_on_the_cluster_and_the_status_bar_shows_it(
     ray_head: object, client: StitchClient, tmp_path: Path
 ) -> None:
     address = _address()
-    await initialize(client, tmp_path, settings={"debounceMs": 0, "cluster": address})
+    await initialize(
+        client, tmp_path, settings={"debounceMs": 0}, user_settings={"cluster": address}
+    )
     await wait_until(lambda: bool(_clusters(client)), 30)
     assert _clusters(client)[-1] == {
         "address": address,
@@ -97,7 +99,11 @@ async def test_an_untrusted_workspace_sends_nothing_to_the_cluster(
     ray_head: object, client: StitchClient, tmp_path: Path
 ) -> None:
     result = await initialize(
-        client, tmp_path, settings={"debounceMs": 0, "cluster": _address()}, trusted=False
+        client,
+        tmp_path,
+        settings={"debounceMs": 0},
+        user_settings={"cluster": _address()},
+        trusted=False,
     )
     assert "stitch.verify" not in (result.capabilities.execute_command_provider.commands or [])
     pair = tmp_path / "pair_good.py"
@@ -105,3 +111,13 @@ async def test_an_untrusted_workspace_sends_nothing_to_the_cluster(
     await wait_for_diagnostics(client, uri, version=1)
     assert _clusters(client) == []
     assert any("not trusted: nothing is sent" in m.message for m in client.log_messages)
+
+
+async def test_a_workspace_cannot_send_code_to_a_cluster(
+    ray_head: object, client: StitchClient, tmp_path: Path
+) -> None:
+    """`cluster` in ordinary (workspace-level) settings is ignored: no connection is made."""
+    await initialize(client, tmp_path, settings={"debounceMs": 0, "cluster": _address()})
+    await wait_until(lambda: any("stitch.cluster" in m.message for m in client.log_messages), 15)
+    assert _clusters(client) == []
+    assert any("never from a workspace" in m.message for m in client.log_messages)

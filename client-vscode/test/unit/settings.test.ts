@@ -76,15 +76,18 @@ describe("settings", () => {
       llmModel: "qwen",
       trajectoriesDir: "",
     };
-    assert.deepEqual(userSettings((key) => global[key]), { llmBaseUrl: "http://localhost:8000/v1" });
-    assert.deepEqual([...USER_LEVEL_KEYS], ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir"]);
+    assert.deepEqual(
+      userSettings((key) => global[key]),
+      { llmBaseUrl: "http://localhost:8000/v1" },
+    );
+    assert.deepEqual([...USER_LEVEL_KEYS], ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir", "cluster"]);
   });
 
-  it("declares the endpoint and the key variable as user-level and restricted when untrusted", () => {
+  it("declares the endpoint, the key variable and the cluster as user-level and restricted when untrusted", () => {
     const declared = declaredSettings(manifest);
     const restricted = (manifest.capabilities?.untrustedWorkspaces as { restrictedConfigurations: string[] })
       .restrictedConfigurations;
-    for (const key of ["llmBaseUrl", "llmApiKeyEnv"]) {
+    for (const key of ["llmBaseUrl", "llmApiKeyEnv", "cluster"]) {
       assert.equal(declared.get(key)?.scope, "application", key);
       assert.ok(restricted.includes(`stitch.${key}`), key);
     }
