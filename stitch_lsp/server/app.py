@@ -479,7 +479,7 @@ class StitchServer(LanguageServer):
     def _notify_status(self) -> None:
         state, message, speedup = self._last_status
         params = StatusParams(
-            state=state,  # type: ignore[arg-type]
+            state=state,
             message=message,
             speedup=speedup,
             cluster=self.cluster.wire(),
