@@ -10,8 +10,8 @@ it started ends the groups it had. Imported only inside Ray workers.
 
 from __future__ import annotations
 
-import contextlib
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -27,6 +27,7 @@ from stitch_lsp.cluster.blobs import Blob, BlobCache, cache_root
 from stitch_lsp.cluster.transfer import Returned, collect_returned, map_strings, replace_paths
 
 WATCHDOG_MODULE = "stitch_lsp.cluster.watchdog"
+WATCHDOG_START_S = 30.0
 
 
 @dataclass
@@ -168,16 +169,25 @@ def _reverse(to_node: dict[str, str], job: NodeJob) -> dict[str, str]:
 
 
 def _start_watchdog(actor_pid: int) -> subprocess.Popen[bytes] | None:
+    """Start the watchdog and wait until it watches: a job started before that, with the actor
+    killed at once, would leave its worker behind."""
     from stitch_lsp.workers.launch import worker_command, worker_environment
 
-    with contextlib.suppress(OSError):
-        return subprocess.Popen(
+    try:
+        proc = subprocess.Popen(
             worker_command(None, WATCHDOG_MODULE, [str(actor_pid)]),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=worker_environment(),
             cwd=tempfile.gettempdir(),
             start_new_session=True,
         )
-    return None
+    except OSError:
+        return None
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], WATCHDOG_START_S)
+    if ready:
+        proc.stdout.readline()
+    proc.stdout.close()  # the watchdog prints nothing more
+    return proc

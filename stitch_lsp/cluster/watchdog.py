@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-POLL_S = 0.25
+POLL_S = 0.1
+READY = "watching"
 
 
 def _stat(pid: int | str) -> list[str] | None:
@@ -85,7 +86,9 @@ def watch(parent: int, poll_s: float = POLL_S) -> int:
     if born is None or not Path("/proc").is_dir():
         return 0
     skip = {os.getpgid(parent), os.getpgrp()}
-    groups: set[int] = set()
+    groups: set[int] = child_groups(parent, skip)
+    with contextlib.suppress(OSError):  # the actor runs no job before this line
+        print(READY, flush=True)
     while start_time(parent) == born:
         groups = {g for g in groups if group_exists(g)} | child_groups(parent, skip)
         time.sleep(poll_s)
