@@ -75,6 +75,11 @@ class Settings(BaseModel):
         description="Also time the reference under a CUDA graph and torch.compile "
         "reduce-overhead (slower verify; `stitch-lsp bench` turns it on).",
     )
+    reference_dtype: Literal["auto", "float32", "float16", "bfloat16"] = Field(
+        "auto",
+        description="Precision of the problem for the static checks (fp16/bf16 kernels are not "
+        "downcasts when the problem is fp16); auto reads it from the reference's get_inputs.",
+    )
     verify_timeout_s: float = Field(600.0, gt=0)
     verify_on_save: bool = False
     python_for_workers: str | None = Field(
