@@ -1,4 +1,5 @@
-; File-wide patterns the anti-cheating checks look for in a candidate solution.
+; File-wide patterns the anti-cheating checks look for in a candidate solution. Calls (streams,
+; threads, torch.compile, ...) are resolved in Python; these are the shapes a call cannot show.
 
 ; Assigning over timers or synchronisation: torch.cuda.Event.record = ..., time.perf_counter = ...
 (assignment
@@ -7,27 +8,28 @@
     (#any-of? @patch.attr "record" "elapsed_time" "synchronize" "perf_counter" "perf_counter_ns"
       "time" "time_ns" "monotonic" "monotonic_ns" "Event" "Stream" "current_stream")) @patch.target) @patch
 
+; ... or through a namespace: vars(torch.cuda)["synchronize"] = ..., sys.modules["time"] = ...
+(assignment
+  left: (subscript) @dictpatch
+  (#match? @dictpatch "__dict__|vars\\(|sys\\.modules"))
+
 ; setattr(torch.cuda, "synchronize", ...), monkeypatch.setattr(...), mock.patch("time.perf_counter")
 (call
   function: [(identifier) (attribute)] @setattr.fn
   arguments: (argument_list) @setattr.args
-  (#match? @setattr.fn "(^|\\.)(setattr|patch|object)$")) @setattr
-
-; Side streams: torch.cuda.Stream(), torch.cuda.stream(s), cuda.Stream()
-(call
-  function: (attribute) @stream.fn
-  (#match? @stream.fn "(^|\\.)cuda\\.(Stream|stream|ExternalStream)$")) @stream
-
-; Threads and processes.
-(call
-  function: [(identifier) (attribute)] @thread.fn
-  (#match? @thread.fn "(^|\\.)(Thread|ThreadPoolExecutor|ProcessPoolExecutor|Process|Pool|start_new_thread|Timer)$")) @thread
+  (#match? @setattr.fn "(^|\\.)(setattr|__setattr__|patch|object)$")) @setattr
 
 ; TF32 for fp32 matmuls: passes loose tolerances while computing something else.
 (assignment
-  left: (attribute attribute: (identifier) @tf32.attr (#eq? @tf32.attr "allow_tf32"))
-  right: (true)) @tf32
-(call
-  function: (attribute attribute: (identifier) @precision.fn
-    (#eq? @precision.fn "set_float32_matmul_precision"))
-  arguments: (argument_list) @precision.args) @precision
+  left: (attribute attribute: (identifier) @tf32.attr
+    (#any-of? @tf32.attr "allow_tf32" "fp32_precision"))
+  right: (_) @tf32.value) @tf32
+
+; Decorators (@torch.compile, @torch.jit.script, aliases of them).
+(decorator) @decorator
+
+; Classes with bases (tensor subclasses, dispatch modes) and operator interception hooks.
+(class_definition superclasses: (argument_list) @class.bases) @class
+(function_definition
+  name: (identifier) @hook.name
+  (#any-of? @hook.name "__torch_function__" "__torch_dispatch__")) @torch_hook

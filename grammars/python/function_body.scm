@@ -4,3 +4,12 @@
 (if_statement condition: (_) @if.cond) @if
 (return_statement) @return
 (binary_operator operator: "@") @matmul
+; Names and attributes used as values where a function can be handed over to be called later:
+; `_run(ext.relu, torch.relu, x)`, `def f(x, fallback=F.gelu)`, `{"op": torch.mm}`, `[F.relu]`.
+(argument_list [(identifier) (attribute)] @value)
+(keyword_argument value: [(identifier) (attribute)] @value)
+(default_parameter value: [(identifier) (attribute)] @value)
+(typed_default_parameter value: [(identifier) (attribute)] @value)
+(pair value: [(identifier) (attribute)] @value)
+(list [(identifier) (attribute)] @value)
+(tuple [(identifier) (attribute)] @value)

@@ -16,6 +16,7 @@ from stitch_lsp.analysis.cuda_checks import cuda_diagnostics
 from stitch_lsp.analysis.diag import Diag, Range
 from stitch_lsp.analysis.document import Document
 from stitch_lsp.analysis.embedded import Declined, EmbeddedCuda, Role, build_embedded
+from stitch_lsp.analysis.extension_checks import Source
 from stitch_lsp.analysis.model import Analysis, LoadInlineCall, Outline
 from stitch_lsp.analysis.outline import kernel_infos, python_outline
 from stitch_lsp.analysis.python_facts import HEADER, LoadCall, PyFacts, module_classes
@@ -29,11 +30,12 @@ _DEFAULT_MAX_BYTES = Settings.model_fields["max_file_bytes"].default
 def analyze(doc: Document, settings: Settings | None = None) -> Analysis:
     """Analyse one document (cached per document revision)."""
     max_bytes = settings.max_file_bytes if settings is not None else _DEFAULT_MAX_BYTES
-    key = (doc.revision, max_bytes)
+    dtype = settings.reference_dtype if settings is not None else "auto"
+    key = (doc.revision, max_bytes, dtype)
     cached = doc.cache.get("analysis")
     if cached is not None and cached[0] == key:
         return cached[1]
-    result = _analyze(doc, max_bytes)
+    result = _analyze(doc, max_bytes, dtype)
     doc.cache["analysis"] = (key, result)
     return result
 
@@ -43,7 +45,7 @@ def _path_of(doc: Document) -> str:
     return str(path) if path is not None else doc.uri
 
 
-def _analyze(doc: Document, max_bytes: int) -> Analysis:
+def _analyze(doc: Document, max_bytes: int, dtype: str = "auto") -> Analysis:
     lang = doc.grammar or "other"
     result = Analysis(uri=doc.uri, language=lang, version=doc.version)
     diags: list[Diag] = []
@@ -69,7 +71,7 @@ def _analyze(doc: Document, max_bytes: int) -> Analysis:
             )
         )
     elif lang == "python":
-        _analyze_python(doc, result, diags)
+        _analyze_python(doc, result, diags, dtype)
     elif lang == "cuda":
         _analyze_cuda_file(doc, result, diags)
     path = _path_of(doc)
@@ -209,7 +211,28 @@ def _source_args(call: LoadCall) -> list[tuple[Role, Node]]:
     return [(role, node) for role, node in pairs if node is not None]
 
 
-def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
+_FLAG_KEYWORDS = ("extra_cuda_cflags", "extra_cflags", "extra_flags")
+_DEFINE = re.compile(r"^-D\s*([A-Za-z_]\w*)")
+
+
+def _build_defines(call: LoadCall, facts: PyFacts) -> set[str] | None:
+    """Macros a build's -D flags define; None when its flags are not literal strings."""
+    out: set[str] = set()
+    for name, value in call.keywords().items():
+        if name not in _FLAG_KEYWORDS:
+            continue
+        items = _items(value, facts)
+        flags = _literal_strings(value, facts)
+        if len(flags) != len(items):
+            return None
+        for flag in flags:
+            m = _DEFINE.match(flag.strip())
+            if m:
+                out.add(m.group(1))
+    return out
+
+
+def _analyze_python(doc: Document, result: Analysis, diags: list[Diag], dtype: str) -> None:
     roots = doc.roots
     err = _parse_error_diag(doc, roots, Severity.error, "this Python code")
     if err is not None:
@@ -222,6 +245,7 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
 
     # Calls that build CUDA, and the strings they carry.
     used_literals: set[int] = set()
+    call_defines = [_build_defines(call, facts) for call in facts.load_calls]
     for i, call in enumerate(facts.load_calls):
         parent = call.node.parent
         target = None
@@ -297,9 +321,17 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
     embedded = result.embedded  # not `result`: a closure over it would make a reference cycle
     result.outline_builder = lambda: python_outline(index, facts, mod_classes, embedded, all_facts)
 
+    def defines(emb: EmbeddedCuda) -> set[str] | None:
+        if emb.call_index is None or emb.call_index >= len(call_defines):
+            return None
+        return call_defines[emb.call_index]
+
+    sources = [
+        Source(emb, f, defines(emb)) for emb, f in zip(result.embedded, all_facts, strict=True)
+    ]
     launched: set[str] = set()
-    for f in all_facts:
-        launched |= f.launched_names()
+    for src in sources:
+        launched |= src.facts.launched_names(src.flags)
     candidate = result.is_candidate
     cuda_parse_reported = err is not None
     for emb, f in zip(result.embedded, all_facts, strict=True):
@@ -331,4 +363,4 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag]) -> None:
         )
 
     if candidate:
-        diags.extend(candidate_checks(doc, result, facts, mod_classes, all_facts, node_range))
+        diags.extend(candidate_checks(doc, result, facts, mod_classes, sources, node_range, dtype))

@@ -5,72 +5,57 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache
-from pathlib import Path
 
 from tree_sitter import Node
 
 from stitch_lsp.analysis.cuda_facts import CudaFacts
 from stitch_lsp.analysis.diag import Diag, Range
 from stitch_lsp.analysis.document import Document
-from stitch_lsp.analysis.grammars import find_all
+from stitch_lsp.analysis.extension_checks import Source, check_extension
 from stitch_lsp.analysis.model import Analysis
+from stitch_lsp.analysis.names import Resolver
 from stitch_lsp.analysis.python_checks import (
     CandidateContext,
     check_candidate,
-    check_file_wide,
+    emit_torch_hits,
     extension_ctor,
-    reference_is_low_precision,
 )
 from stitch_lsp.analysis.python_facts import PyClass, PyFacts
+from stitch_lsp.analysis.python_tricks import check_cpu_compute, check_file_wide, check_memoisation
+from stitch_lsp.analysis.reference import (
+    ReferenceInfo,
+    dtype_of,
+    header_reference,
+    reference_info,
+)
 from stitch_lsp.analysis.syntax import ancestors, text
-from stitch_lsp.analysis.torch_ops import HEAVY_OPS, LIGHT_OPS
-from stitch_lsp.models.findings import Severity
-
-# ATen compute called from C++/CUDA source: torch::matmul(...), at::relu(...).
-_ATEN_CALL = re.compile(rb"(?:torch|at)::(\w+)\s*\(")
-
 
 _CALLED_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
-@lru_cache(maxsize=256)
-def _aten_calls(data: bytes) -> tuple[tuple[int, int, str], ...]:
-    """(start, end, op) of each ATen compute call in a virtual source, cached by content."""
-    out = []
-    for at in sorted(find_all(data, (b"torch::", b"at::"))):
-        if at and (data[at - 1 : at].isalnum() or data[at - 1 : at] in (b"_", b":")):
-            continue
-        m = _ATEN_CALL.match(data, at)
-        if m and (m.group(1).decode() in HEAVY_OPS or m.group(1).decode() in LIGHT_OPS):
-            out.append((m.start(), m.end() - 1, m.group(1).decode()))
-    return tuple(out)
-
-
-@lru_cache(maxsize=64)
-def _reference_low_precision(path: str, mtime: float) -> bool:
-    try:
-        return reference_is_low_precision(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return False
-
-
-def _reference_fp32(doc: Document, result: Analysis, facts: PyFacts) -> bool:
-    ref = facts.cls("Model")
-    if ref is not None:
-        source = text(ref.node)
-        gi = facts.functions.get("get_inputs")
-        if gi is not None:
-            source += text(gi)
-        return not reference_is_low_precision(source)
+def reference_of(
+    doc: Document, result: Analysis, facts: PyFacts, resolver: Resolver
+) -> ReferenceInfo | None:
+    """The reference: `Model` in this file, else the file the header names."""
+    info = reference_info(facts, resolver)
+    if info is not None:
+        return info
     if result.reference_header and doc.path is not None:
-        path = (doc.path.parent / result.reference_header).resolve()
-        try:
-            mtime = path.stat().st_mtime
-        except OSError:
-            return True
-        return not _reference_low_precision(str(path), mtime)
-    return True
+        return header_reference((doc.path.parent / result.reference_header).resolve())
+    return None
+
+
+def decide_dtype(setting: str, reference: ReferenceInfo | None, facts: PyFacts) -> tuple[str, bool]:
+    """(dtype of the problem, whether it was only assumed). An explicit setting wins, then the
+    reference's inputs, then this file's own get_inputs; fp32 when nothing says otherwise."""
+    if setting != "auto":
+        return setting, False
+    if reference is not None and reference.dtype is not None:
+        return reference.dtype, False
+    gi = facts.functions.get("get_inputs")
+    if gi is not None:
+        return dtype_of(text(gi)) or "float32", False
+    return "float32", True
 
 
 def candidate_checks(
@@ -78,30 +63,41 @@ def candidate_checks(
     result: Analysis,
     facts: PyFacts,
     mod_classes: list[PyClass],
-    all_facts: list[CudaFacts],
+    sources: list[Source],
     node_range: Callable[[Node], Range],
+    dtype_setting: str = "auto",
 ) -> list[Diag]:
     """Anti-cheating diagnostics of a file that defines ModelNew or names its reference."""
-    candidates, reference_names = _solution_classes(facts, mod_classes)
+    all_facts = [s.facts for s in sources]
+    resolver = Resolver(doc.roots)
+    candidates, reference_names = _solution_classes(facts, mod_classes, resolver)
     handles, extension_kernels = _extension_bindings(doc, result, facts, all_facts, candidates)
+    reference = reference_of(doc, result, facts, resolver)
+    dtype, assumed = decide_dtype(dtype_setting, reference, facts)
     ctx = CandidateContext(
         facts=facts,
         to_range=node_range,
         candidates=candidates,
         reference_names=reference_names,
-        reference_fp32=_reference_fp32(doc, result, facts),
+        reference_fp32=dtype == "float32",
         extension_handles=handles,
         extension_kernels=extension_kernels,
+        resolver=resolver,
+        reference=reference,
+        dtype_assumed=assumed,
     )
     check_candidate(ctx)
     check_file_wide(ctx, doc.roots, doc.data)
-    _aten_in_sources(ctx, result, extension_kernels)
-    if ctx.reference_fp32:
-        _cuda_downcasts(ctx, result)
+    check_memoisation(ctx)
+    check_cpu_compute(ctx)
+    check_extension(ctx, [s for s in sources if s.emb.role != "string"])
+    emit_torch_hits(ctx)
     return ctx.diags
 
 
-def _solution_classes(facts: PyFacts, mod_classes: list[PyClass]) -> tuple[list[PyClass], set[str]]:
+def _solution_classes(
+    facts: PyFacts, mod_classes: list[PyClass], resolver: Resolver
+) -> tuple[list[PyClass], set[str]]:
     """The classes that make up the solution, and the names of the reference.
 
     With ModelNew: ModelNew and the file's own modules it builds in __init__ (transitively).
@@ -115,10 +111,17 @@ def _solution_classes(facts: PyFacts, mod_classes: list[PyClass]) -> tuple[list[
     candidates = [model_new]
     queue = [model_new]
     while queue:
-        init = queue.pop().methods.get("__init__")
+        cls = queue.pop()
+        init = cls.methods.get("__init__")
         if init is None:
             continue
         called = set(_CALLED_NAME.findall(text(init)))
+        # `Block = MyBlock; self.b = Block()`: aliases of this file's module classes too.
+        for values in resolver.self_attribute_values(cls.node).values():
+            for value, _ in values:
+                ref = resolver.resolve(value)
+                if ref is not None and ref.node is not None and ref.node.type == "class_definition":
+                    called.add(text(ref.node.child_by_field_name("name")))
         for name in sorted((mod_names - reference_names) & called):
             helper = facts.cls(name)
             if helper is not None and helper not in candidates:
@@ -196,51 +199,3 @@ def _extension_bindings(
             if m.group(2) in handles:
                 handles.add(m.group(1))
     return handles, real
-
-
-def _aten_in_sources(ctx: CandidateContext, result: Analysis, has_kernels: bool) -> None:
-    """C++ in the extension that calls ATen compute (torch::matmul) is PyTorch doing the work."""
-    for emb in result.embedded:
-        if emb.role == "string":
-            continue
-        for start, end, op in _aten_calls(emb.data):
-            rng = emb.virtual_bytes_to_document(start, end)
-            call = emb.data[start:end].decode().rstrip("( ")
-            if not has_kernels:
-                sev, msg = (
-                    Severity.error,
-                    f"`{call}` runs PyTorch's operator inside the extension and no custom CUDA "
-                    "kernel is launched: this is PyTorch, not a CUDA implementation",
-                )
-            elif op in HEAVY_OPS:
-                sev, msg = (
-                    Severity.information,
-                    f"`{call}` stays on PyTorch's vendor library (cuBLAS/cuDNN); the custom CUDA "
-                    "covers the rest",
-                )
-            else:
-                sev, msg = Severity.warning, f"`{call}` is left to PyTorch: fuse it into the kernel"
-            ctx.diags.append(Diag(rng, sev, "torch-op", msg))
-
-
-# fp32 -> 16-bit conversions inside a kernel.
-_CUDA_DOWNCASTS = (b"__float2half", b"__float2bfloat16", b"__floats2half2", b"__float22half2")
-
-
-def _cuda_downcasts(ctx: CandidateContext, result: Analysis) -> None:
-    for emb in result.embedded:
-        if emb.role == "string":
-            continue
-        hits = sorted(find_all(emb.data, _CUDA_DOWNCASTS))
-        if hits:
-            end = emb.data.find(b"(", hits[0])
-            rng = emb.virtual_bytes_to_document(hits[0], end if end > 0 else hits[0] + 12)
-            ctx.diags.append(
-                Diag(
-                    rng,
-                    Severity.warning,
-                    "downcast",
-                    "the kernel converts fp32 values to 16-bit: the reference is fp32, so this "
-                    "computes something less precise",
-                )
-            )

@@ -11,6 +11,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="static checks of Python/CUDA files, like the editor shows")
     p.add_argument("paths", nargs="+", help="files or folders (*.py, *.cu, *.cuh)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--dtype",
+        choices=("auto", "float32", "float16", "bfloat16"),
+        default=None,
+        help="precision of the problem (default: stitch.referenceDtype, else read from the "
+        "reference's get_inputs, else float32)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -25,7 +32,7 @@ def _run(args: argparse.Namespace) -> int:
         for p in missing:
             print(f"stitch-lsp check: {p}: no such file or folder", file=sys.stderr)
         return 2
-    report = check_paths(paths, Settings.from_sources())
+    report = check_paths(paths, Settings.from_sources(reference_dtype=args.dtype))
     if args.format == "json":
         print(report.model_dump_json(indent=2))
     else:

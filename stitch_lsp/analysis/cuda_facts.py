@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from tree_sitter import Node, Tree
 
 from stitch_lsp.analysis import grammars
+from stitch_lsp.analysis.cuda_host import HostFacts, aten_calls, host_facts, root_name
+from stitch_lsp.analysis.cuda_kernels import Branch, KernelUse, branches, dead_reason, kernel_use
 from stitch_lsp.analysis.syntax import ancestors, collapse, first_error, text
 from stitch_lsp.analysis.text_index import LineIndex
 
@@ -43,6 +45,8 @@ class RawFunction:
     syncthreads: int = 0
     library_calls: list[str] = field(default_factory=list)
     launches: list[int] = field(default_factory=list)  # indexes into CudaFacts.launches
+    use: KernelUse | None = None  # kernels: what the body does with its pointers
+    host: HostFacts | None = None  # host functions: what the wrapper/launcher does
 
     @property
     def kind(self) -> str:
@@ -63,6 +67,7 @@ class RawLaunch:
     block_threads: int | None  # threads per block when it is a compile-time literal
     block_span: Span | None
     error_checked: bool
+    arg_roots: list[str | None] = field(default_factory=list)  # the variable of each argument
 
 
 @dataclass(slots=True)
@@ -73,13 +78,40 @@ class CudaFacts:
     library_calls: list[tuple[str, Span]] = field(default_factory=list)
     referenced: set[str] = field(default_factory=set)  # identifiers used as values
     parse_error: Span | None = None
+    branches: list[Branch] = field(default_factory=list)  # conditional code (#if, if (0))
+    defines: set[str] = field(default_factory=set)  # macros the source #defines
+    aten: list[tuple[int, int, str, str]] = field(default_factory=list)  # ATen compute calls
+    tf32: list[tuple[Span, str]] = field(default_factory=list)  # TF32 / reduced-precision math
+    half_conversions: list[Span] = field(default_factory=list)  # __float2half(...) and kin
+    globals: list[tuple[str, str, Span]] = field(default_factory=list)  # file-scope variables
 
     @property
     def kernels(self) -> list[RawFunction]:
         return [f for f in self.functions if f.kind != "function"]
 
-    def launched_names(self) -> set[str]:
-        return {launch.kernel for launch in self.launches} | self.referenced
+    def dead(self, span: Span, flags: set[str] | None = None) -> str | None:
+        """Why code at `span` never runs (`#if 0`, `#ifdef` of a macro nothing defines, `if
+        (0)`), or None. `flags` are the build's -D macros; None when they are not known."""
+        defined = self.defines | (flags or set())
+        for branch in self.branches:
+            a, b = branch.span
+            if a <= span[0] and span[1] <= b:
+                why = dead_reason(branch, defined, flags is not None)
+                if why is not None:
+                    return why
+        return None
+
+    def launched_names(self, flags: set[str] | None = None) -> set[str]:
+        """Kernels launched (or referenced) in code that is compiled and can run."""
+        live = {
+            launch.kernel
+            for launch in self.launches
+            if not self.branches or self.dead(launch.span, flags) is None
+        }
+        return live | self.referenced
+
+    def function(self, name: str) -> RawFunction | None:
+        return next((f for f in self.functions if f.name == name), None)
 
 
 def _span(node: Node) -> Span:
@@ -267,6 +299,21 @@ def _error_checked(launch: Node) -> bool:
 
 _DEFINITION_DEPTH = 6
 _CALL_HINTS = (b"__syncthreads", b"__syncwarp", b"cublas", b"cudnn", b"cudaStreamCreate")
+# Reduced-precision math that fp32 code should not use: TF32 tensor cores (WMMA, PTX, cuBLAS
+# math modes), fp16/bf16 compute types.
+_TF32_HINTS = (b"tf32", b"TF32", b"_FAST_16F", b"_FAST_16BF", b"TENSOR_OP_MATH")
+_HALF_CONVERSIONS = (b"__float2half", b"__float2bfloat16", b"__floats2half2", b"__float22half2")
+_BRANCH_HINTS = (b"#if", b"if (0", b"if(0", b"if (false", b"if(false", b"if (0u", b"if (!1")
+
+
+def _code_offsets(root: Node, offsets: list[int]) -> list[int]:
+    """The offsets that are in code (or asm strings), not in comments."""
+    out = []
+    for at in offsets:
+        node = root.descendant_for_byte_range(at, at + 1)
+        if node is not None and node.type != "comment":
+            out.append(at)
+    return out
 
 
 def _enclosing(root: Node, offsets: list[int], kind: str) -> list[Node]:
@@ -315,6 +362,7 @@ def extract(root: Node, data: bytes) -> CudaFacts:
 
     # Function definitions sit near the top of the tree (namespaces, extern "C", templates,
     # struct members); not descending into function bodies keeps the query cheap.
+    found_functions = []
     for _, cap in grammars.matches("cuda", "functions", root, max_start_depth=_DEFINITION_DEPTH):
         fn, declarator = cap["function"][0], cap["declarator"][0]
         name_node = _function_name(declarator)
@@ -322,6 +370,7 @@ def extract(root: Node, data: bytes) -> CudaFacts:
             continue
         parent = fn.parent
         body = cap["body"][0]
+        found_functions.append((fn.start_byte, (fn, declarator, body)))
         facts.functions.append(
             RawFunction(
                 name=text(_last_name(name_node)),
@@ -338,6 +387,24 @@ def extract(root: Node, data: bytes) -> CudaFacts:
             )
         )
     facts.functions.sort(key=lambda f: f.span[0])
+    _function_nodes = [c for _, c in sorted(found_functions, key=lambda x: x[0])]
+
+    # Conditional code first: kernel bodies and launches are read with it in mind.
+    if b"#" in data:
+        for m in re.finditer(rb"^[ \t]*#[ \t]*define[ \t]+(\w+)", data, re.MULTILINE):
+            facts.defines.add(m.group(1).decode())
+    branch_hits = grammars.find_all(data, _BRANCH_HINTS)
+    if branch_hits:
+        facts.branches = branches(root, data, sorted(branch_hits))
+    always_dead = [
+        b.span for b in facts.branches if dead_reason(b, facts.defines, False) is not None
+    ]
+    for raw, cap in zip(facts.functions, _function_nodes, strict=True):
+        fn_node, declarator, body = cap
+        if raw.kind == "kernel":
+            raw.use = kernel_use(fn_node, declarator, body, data, always_dead)
+        elif raw.kind == "function":
+            raw.host = host_facts(fn_node, declarator, body)
 
     # Launches and the facts below are found from a byte search, then confirmed by the queries
     # on the few nodes found: a full-tree query costs milliseconds on a large source.
@@ -361,6 +428,9 @@ def extract(root: Node, data: bytes) -> CudaFacts:
                 block_threads=evaluator.value(block, scope) if block is not None else None,
                 block_span=_span(block) if block is not None else None,
                 error_checked=_error_checked(launch),
+                arg_roots=[
+                    root_name(a) for a in cap["args"][0].named_children if a.type != "comment"
+                ],
             )
         )
     facts.launches.sort(key=lambda launch: launch.span[0])
@@ -404,7 +474,57 @@ def extract(root: Node, data: bytes) -> CudaFacts:
         fn = owner(launch.span)
         if fn is not None:
             fn.launches.append(i)
+
+    facts.globals = _file_scope_variables(root)
+    host_spans = [f.body_span for f in facts.functions if f.kind == "function"]
+    if host_spans:
+        own = {f.name for f in facts.functions}
+        facts.aten = aten_calls(root, data, host_spans, own)
+    for at in _code_offsets(root, grammars.find_all(data, _TF32_HINTS)):
+        end = at
+        while end < len(data) and (data[end : end + 1].isalnum() or data[end : end + 1] in b"_.:"):
+            end += 1
+        start = at
+        while start > 0 and (
+            data[start - 1 : start].isalnum() or data[start - 1 : start] in b"_.:"
+        ):
+            start -= 1
+        if facts.branches and facts.dead((start, end)) is not None:
+            continue
+        facts.tf32.append(((start, end), data[start:end].decode("utf-8", "replace")))
+    facts.half_conversions = [
+        (at, data.find(b"(", at) if data.find(b"(", at) > 0 else at + 12)
+        for at in sorted(_code_offsets(root, grammars.find_all(data, _HALF_CONVERSIONS)))
+    ]
     return facts
+
+
+def _file_scope_variables(root: Node) -> list[tuple[str, str, Span]]:
+    """(name, type, span) of variables declared outside functions (also in namespaces and
+    `extern "C"` blocks): they keep their values between calls."""
+    out: list[tuple[str, str, Span]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in node.named_children:
+            if child.type in ("linkage_specification", "namespace_definition", "declaration_list"):
+                stack.append(child)
+            elif child.type == "declaration":
+                type_node = child.child_by_field_name("type")
+                for d in child.children_by_field_name("declarator"):
+                    pointer = False
+                    name = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+                    while name is not None and name.type not in (
+                        "identifier",
+                        "function_declarator",
+                    ):
+                        if name.type == "pointer_declarator":
+                            pointer = True
+                        name = name.child_by_field_name("declarator")
+                    if name is not None and name.type == "identifier":
+                        shown = text(type_node) + ("*" if pointer else "")
+                        out.append((text(name), shown, (child.start_byte, child.end_byte)))
+    return out
 
 
 class _SourceCache:

@@ -2,53 +2,79 @@
 names its reference).
 
 They look for the exploits KernelBench and StitchCUDA list: PyTorch doing the work, fallbacks,
-calls back into the reference, no-op or constant outputs, caches keyed on input identity,
-timer patching, side streams and threads, and fp32 work cast down. A false positive on an
-honest solution is a bug: honest solutions often keep a GEMM or convolution on PyTorch's vendor
-libraries and fuse the tail in CUDA, and pass `x.data_ptr()` to a launcher.
+calls back into the reference, caches keyed on input identity, and fp32 work cast down. Every
+callee is resolved first (`names.Resolver`), so `G.gelu`, `mm = torch.matmul`, `getattr(F,
+"relu")`, a lambda or a helper that receives the op count as what they are. A false positive
+on an honest solution is a bug: honest solutions often keep a GEMM or convolution on PyTorch's
+vendor libraries and fuse the tail in CUDA, and pass `x.data_ptr()` to a launcher.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
 from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.diag import Diag, Range
-from stitch_lsp.analysis.python_facts import PyClass, PyFacts, param_names
+from stitch_lsp.analysis.names import Ref, Resolver, class_methods
+from stitch_lsp.analysis.python_facts import PyClass, PyFacts
+from stitch_lsp.analysis.python_outputs import (
+    check_constant_output,
+    check_input_mutation,
+    check_noop,
+)
+from stitch_lsp.analysis.reference import ReferenceInfo
 from stitch_lsp.analysis.syntax import text
-from stitch_lsp.analysis.torch_ops import classify_call, is_handle_use
+from stitch_lsp.analysis.torch_ops import (
+    HEAVY_OPS,
+    classify_resolved,
+    is_handle_use,
+    op_family,
+    torch_op,
+)
 from stitch_lsp.models.findings import Severity
 
-_ALLOC = re.compile(
-    r"^(torch\.)?(zeros|ones|full|empty|zeros_like|ones_like|full_like|empty_like|rand|randn"
-    r"|rand_like|randn_like|tensor|as_tensor|empty_strided)$"
-)
-_DOWNCAST = re.compile(r"float16|\bhalf\b|bfloat16|HalfTensor|BFloat16Tensor|\bfp16\b")
+_DOWNCAST = re.compile(r"float16|\bhalf\b|bfloat16|HalfTensor|BFloat16Tensor|\bfp16\b|float8")
+_LOW_DTYPE = re.compile(r"^torch\.(float16|half|bfloat16|float8\w*|cuda\.HalfTensor|HalfTensor)$")
 _REFERENCE_LOW_PRECISION = re.compile(r"float16|\.half\(\)|bfloat16|\bhalf\b")
 _EXTENSION_CTORS = re.compile(
     r"(^|\.)(load_inline|load|load_cuda|RawKernel|RawModule|ElementwiseKernel|ReductionKernel"
     r"|CDLL|cdll\.LoadLibrary|compile_cuda|jit)$"
 )
 _CACHE_METHODS = frozenset({"get", "setdefault", "pop", "__contains__", "__getitem__", "add"})
-_TIMER_ATTRS = frozenset(
-    {"record", "elapsed_time", "synchronize", "perf_counter", "perf_counter_ns"}
-)
-_TIMER_NAMES = re.compile(
-    r"record|elapsed_time|synchronize|perf_counter|monotonic|\btime\b|\btime_ns\b|Event"
-)
 _NAME = re.compile(r"[A-Za-z_][\w.]*(?:\(\))?[\w.]*")
-_THREAD_MODULES = re.compile(r"\b(threading|_thread|concurrent\.futures|multiprocessing)\b")
+# Names an expression may use and still be computed from the module's parameters alone.
+_STATIC_NAMES = frozenset({"self", "torch", "F", "nn", "math", "np", "numpy"})
 
 
 @dataclass(slots=True)
 class Call:
     node: Node
-    callee: str
+    callee: str  # as written
     args: Node
+    ref: Ref | None = None  # what the callee resolved to
+
+    @property
+    def canonical(self) -> str:
+        if self.ref is not None and self.ref.dotted is not None:
+            return self.ref.dotted
+        if self.ref is not None and self.ref.spelled is not None:
+            return self.ref.spelled
+        return self.callee
+
+
+@dataclass(slots=True)
+class TorchHit:
+    """PyTorch compute found in the candidate, before its severity is decided."""
+
+    range: Range
+    weight: str  # heavy | light
+    shown: str  # as written
+    canonical: str  # what it resolved to
+    how: str  # call | value (handed over to be called) | aten (C++ in the extension)
 
 
 @dataclass
@@ -62,72 +88,107 @@ class CandidateContext:
     reference_fp32: bool
     extension_handles: set[str]  # names/attributes bound to compiled CUDA (ext, self.ext)
     extension_kernels: bool  # the CUDA those handles build defines real kernels (or is unknown)
+    resolver: Resolver
+    reference: ReferenceInfo | None = None
+    dtype_assumed: bool = False  # nothing said which precision the problem is in
     diags: list[Diag] = field(default_factory=list)
+    torch_hits: list[TorchHit] = field(default_factory=list)
+    uses_cuda: bool = False
+    code: list[tuple[PyClass | None, Node]] = field(default_factory=list)
+    _bodies: dict[int, dict[str, list[Node]]] = field(default_factory=dict)
+    _calls: dict[int, list[Call]] = field(default_factory=dict)
 
     def add(self, node: Node, severity: Severity, rule_id: str, message: str) -> None:
         self.diags.append(Diag(self.to_range(node), severity, rule_id, message))
 
+    def body(self, fn: Node) -> dict[str, list[Node]]:
+        found = self._bodies.get(fn.id)
+        if found is None:
+            found = grammars.captures("python", "function_body", fn)
+            self._bodies[fn.id] = found
+        return found
 
-def _body_facts(fn: Node) -> dict[str, list[Node]]:
-    return grammars.captures("python", "function_body", fn)
+    def calls(self, fn: Node) -> list[Call]:
+        """The calls in a function (nested functions and lambdas included), resolved."""
+        found = self._calls.get(fn.id)
+        if found is None:
+            found = []
+            for call in self.body(fn).get("call", []):
+                callee = call.child_by_field_name("function")
+                args = call.child_by_field_name("arguments")
+                if callee is not None and args is not None:
+                    found.append(Call(call, text(callee), args, self.resolver.resolve(callee)))
+            self._calls[fn.id] = found
+        return found
 
-
-def _calls(found: dict[str, list[Node]]) -> list[Call]:
-    calls = found.get("call", [])
-    out = []
-    for call in calls:
-        fn = call.child_by_field_name("function")
-        args = call.child_by_field_name("arguments")
-        if fn is not None and args is not None:
-            out.append(Call(call, text(fn), args))
-    return out
-
-
-def _layer_attrs(cls: PyClass) -> dict[str, str]:
-    """`self.x = nn.Conv2d(...)` in __init__ -> {"self.x": "nn.Conv2d"}: what each attribute
-    was built with."""
-    init = cls.methods.get("__init__")
-    out: dict[str, str] = {}
-    if init is None:
-        return out
-    stack = [init]
-    while stack:
-        node = stack.pop()
-        if node.type == "assignment":
-            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            if left is not None and right is not None and right.type == "call":
-                out[text(left)] = text(right.child_by_field_name("function"))
-        stack.extend(node.named_children)
-    return out
+    def forget_calls(self) -> None:
+        self._calls.clear()
 
 
-def _code_set(ctx: CandidateContext) -> list[tuple[PyClass | None, Node]]:
-    """Methods of the candidate classes (not __init__) and the module functions they call."""
+def code_set(ctx: CandidateContext) -> list[tuple[PyClass | None, Node]]:
+    """Methods of the candidate classes (not __init__), forward first, and everything they
+    reach: module functions, methods of other classes, lambdas, and functions handed over as
+    arguments, transitively. Call arguments are noted on the way, so a helper's parameters
+    resolve to what its callers pass."""
     out: list[tuple[PyClass | None, Node]] = []
     seen: set[int] = set()
     queue: list[tuple[PyClass | None, Node]] = []
     for cls in ctx.candidates:
-        for name, fn in cls.methods.items():
-            if name != "__init__":
-                queue.append((cls, fn))
+        methods = sorted(cls.methods.items(), key=lambda kv: kv[0] != "forward")
+        queue.extend((cls, fn) for name, fn in methods if name != "__init__")
+    resolver = ctx.resolver
     while queue:
         owner, fn = queue.pop(0)
         if fn.id in seen:
             continue
         seen.add(fn.id)
         out.append((owner, fn))
-        for call in _calls(_body_facts(fn)):
-            target = ctx.facts.functions.get(call.callee)
-            if target is not None and target.id not in seen:
-                queue.append((None, target))
+        for call in ctx.calls(fn):
+            reached = []
+            if call.ref is not None and call.ref.node is not None:
+                target = call.ref.node
+                if target.type == "function_definition":
+                    resolver.note_call_arguments(target, call.node, fn)
+                    reached.append(target)
+                elif target.type == "lambda":
+                    reached.append(target)
+                elif target.type == "class_definition" and call.ref.instance:
+                    reached += [
+                        m for n, m in class_methods(target).items() if n in ("forward", "__call__")
+                    ]
+            for arg in call.args.named_children:
+                if arg.type in ("identifier", "attribute", "lambda"):
+                    r = resolver.resolve(arg)
+                    if (
+                        r is not None
+                        and r.node is not None
+                        and r.node.type
+                        in (
+                            "function_definition",
+                            "lambda",
+                        )
+                    ):
+                        reached.append(r.node)
+            queue.extend(
+                (None, t) for t in reached if t.id not in seen and not _in_reference(ctx, t)
+            )
+    ctx.forget_calls()  # resolve again now that every call's arguments are known
     return out
+
+
+def _in_reference(ctx: CandidateContext, node: Node) -> bool:
+    for name in ctx.reference_names:
+        cls = ctx.facts.cls(name)
+        if cls is not None and cls.node.start_byte <= node.start_byte < cls.node.end_byte:
+            return True
+    return False
 
 
 def _uses_extension(ctx: CandidateContext, code: list[tuple[PyClass | None, Node]]) -> bool:
     if not ctx.extension_kernels:
         return False
     for _, fn in code:
-        for call in _calls(_body_facts(fn)):
+        for call in ctx.calls(fn):
             if is_handle_use(call.callee, ctx.extension_handles):
                 return True
             if call.callee.startswith("torch.ops.") and not call.callee.startswith(
@@ -142,311 +203,67 @@ def _uses_extension(ctx: CandidateContext, code: list[tuple[PyClass | None, Node
 
 
 def check_candidate(ctx: CandidateContext) -> list[Diag]:
-    code = _code_set(ctx)
-    layers: dict[str, str] = {}
-    for cls in ctx.candidates:
-        layers.update(_layer_attrs(cls))
-    reference_attrs = {attr for attr, ctor in layers.items() if ctor in ctx.reference_names}
-    uses_cuda = _uses_extension(ctx, code)
+    code = code_set(ctx)
+    ctx.code = code
+    reference_attrs = _reference_attributes(ctx)
+    ctx.uses_cuda = _uses_extension(ctx, code)
 
     _check_inheritance(ctx)
     for cls in ctx.candidates:
         fwd = cls.methods.get("forward")
         if fwd is not None:
-            _check_noop(ctx, fwd)
-            _check_constant_output(ctx, fwd)
-            _check_input_mutation(ctx, fwd)
+            check_noop(ctx, fwd)
+            check_constant_output(ctx, fwd)
+            check_input_mutation(ctx, fwd)
+    static_names = _STATIC_NAMES | set(ctx.resolver.module_aliases())
     for _, fn in code:
-        found = _body_facts(fn)
-        calls = _calls(found)
-        _check_torch_ops(ctx, fn, calls, found, layers, uses_cuda)
+        calls = ctx.calls(fn)
+        _collect_torch_ops(ctx, fn, calls, static_names)
         _check_reference_calls(ctx, calls, reference_attrs)
-        _check_fallbacks(ctx, found, layers, reference_attrs)
+        _check_fallbacks(ctx, fn, reference_attrs)
         _check_input_cache(ctx, fn, calls)
+    methods = {m.id for c in ctx.candidates for m in c.methods.values()}
     for cls in ctx.candidates:
         for fn in cls.methods.values():
-            _check_downcast(ctx, _calls(_body_facts(fn)))
+            _check_downcast(ctx, ctx.calls(fn))
     for _, fn in code:
-        if not any(fn is m for c in ctx.candidates for m in c.methods.values()):
-            _check_downcast(ctx, _calls(_body_facts(fn)))
+        if fn.id not in methods:
+            _check_downcast(ctx, ctx.calls(fn))
     return ctx.diags
 
 
-# Where the `candidate` query can match (a superset); the query confirms each hit.
-_FILE_WIDE_HINT = re.compile(
-    rb"\.(?:record|elapsed_time|synchronize|perf_counter|time|monotonic|Event|Stream|stream"
-    rb"|ExternalStream|current_stream)\b"
-)
-_THREAD_HINTS = (b"Thread", b"Process", b"Pool", b"start_new_thread", b"Timer")
-
-
-def check_file_wide(ctx: CandidateContext, roots: list[Node], data: bytes) -> list[Diag]:
-    """Timer patching, side streams and threads, anywhere in a candidate file."""
-    hits = [m.start() for m in _FILE_WIDE_HINT.finditer(data)]
-    hits += grammars.find_all(data, (b"setattr", b"patch", b"allow_tf32", b"_matmul_precision"))
-    threads_imported = any(_THREAD_MODULES.search(text(i)) for i in ctx.facts.imports)
-    if threads_imported:
-        hits += grammars.find_all(data, _THREAD_HINTS)
-    found = grammars.captures_in("python", "candidate", grammars.statements_at(roots, hits))
-    for target, attr in zip(
-        found.get("patch.target", []), found.get("patch.attr", []), strict=False
-    ):
-        t = text(target)
-        if t.startswith(("torch.", "time.", "cuda.")) or text(attr) in _TIMER_ATTRS:
-            ctx.add(
-                target,
-                Severity.error,
-                "timer-patch",
-                f"assigns over `{t}`: replacing timing or synchronisation fakes the measurement",
-            )
-    for call, args in zip(found.get("setattr", []), found.get("setattr.args", []), strict=False):
-        names = " ".join(text(a) for a in args.named_children[:2])
-        if _TIMER_NAMES.search(names) and re.search(r"torch|time|cuda|Event", names):
-            ctx.add(
-                call,
-                Severity.error,
-                "timer-patch",
-                "patches a timer or synchronisation function: the measurement would be fake",
-            )
-    for call in found.get("stream", []):
-        ctx.add(
-            call,
-            Severity.warning,
-            "side-stream",
-            "uses a CUDA stream other than the current one: work there is invisible to the "
-            "benchmark's events; launch on torch.cuda.current_stream()",
-        )
-    if ctx.reference_fp32:
-        tf32 = found.get("tf32", []) + [
-            call
-            for call, args in zip(
-                found.get("precision", []), found.get("precision.args", []), strict=False
-            )
-            if "highest" not in text(args)
-        ]
-        for node in tf32:
-            ctx.add(
-                node,
-                Severity.warning,
-                "downcast",
-                "lets fp32 matmuls run in TF32 (10-bit mantissa): the reference is full fp32, "
-                "and TF32 only passes because the tolerance is loose",
-            )
-    if threads_imported:
-        for call in found.get("thread", []):
-            ctx.add(
-                call,
-                Severity.error,
-                "threads",
-                "starts a thread or process: work outside the timed call does not count",
-            )
-    return ctx.diags
-
-
-# -- individual checks ------------------------------------------------------------------------
-
-
-def _check_inheritance(ctx: CandidateContext) -> None:
+def _reference_attributes(ctx: CandidateContext) -> set[str]:
+    """`self.ref` attributes of the candidate classes that hold the reference model."""
+    out: set[str] = set()
     for cls in ctx.candidates:
-        sup = cls.node.child_by_field_name("superclasses")
-        if sup is None:
-            continue
-        for base in sup.named_children:
-            if text(base) in ctx.reference_names:
-                ctx.add(
-                    base,
-                    Severity.error,
-                    "reference-call",
-                    f"`{cls.name}` inherits from the reference `{text(base)}`: "
-                    "it can run the reference's forward instead of its own kernels",
-                )
-
-
-def _check_reference_calls(ctx: CandidateContext, calls: list[Call], ref_attrs: set[str]) -> None:
-    for call in calls:
-        c = call.callee
-        hit = None
-        if re.match(r"^super\(.*\)\.forward$", c):
-            hit = "calls the parent class's forward"
-        elif any(c in (r, f"{r}.forward", f"{r}.__call__") for r in ctx.reference_names):
-            hit = f"calls the reference `{c}`"
-        elif c in ref_attrs or any(c == f"{a}.forward" for a in ref_attrs):
-            hit = f"runs the reference model held in `{c}`"
-        if hit:
-            ctx.add(
-                call.node,
-                Severity.error,
-                "reference-call",
-                f"{hit}: that is the reference's computation, not a CUDA implementation",
-            )
-
-
-def _statements(fn: Node) -> list[Node]:
-    body = fn.child_by_field_name("body")
-    if body is None:
-        return []
-    out = []
-    for i, s in enumerate(body.named_children):
-        if s.type == "comment":
-            continue
-        if (
-            i == 0
-            and s.type == "expression_statement"
-            and s.named_child_count == 1
-            and s.named_children[0].type == "string"
-        ):
-            continue  # docstring
-        out.append(s)
+        for attr, values in ctx.resolver.self_attribute_values(cls.node).items():
+            for value, _ in values:
+                ref = ctx.resolver.resolve(value)
+                if _is_reference(ctx, ref):
+                    out.add(f"self.{attr}")
     return out
 
 
-def _check_noop(ctx: CandidateContext, fwd: Node) -> None:
-    stmts = _statements(fwd)
-    params = [p for p in param_names(fwd) if p != "self"]
-    name = fwd.child_by_field_name("name") or fwd
-    meaningful = [
-        s
-        for s in stmts
-        if not (
-            s.type == "pass_statement"
-            or (s.type == "expression_statement" and text(s) in ("...", "Ellipsis"))
+def _is_reference(ctx: CandidateContext, ref: Ref | None) -> bool:
+    if ref is None:
+        return False
+    if ref.node is not None:
+        node = ref.node
+        if node.type == "function_definition":
+            cls = Resolver.class_of(node)
+            return cls is not None and text(cls.child_by_field_name("name")) in ctx.reference_names
+        return (
+            node.type == "class_definition"
+            and text(node.child_by_field_name("name")) in ctx.reference_names
         )
-    ]
-    if not meaningful:
-        ctx.add(name, Severity.error, "noop-forward", "forward has no body: it computes nothing")
-        return
-    if len(meaningful) == 1 and meaningful[0].type == "return_statement":
-        ret = meaningful[0]
-        value = ret.named_children[0] if ret.named_children else None
-        v = text(value)
-        if (
-            value is None
-            or v in params
-            or re.fullmatch(
-                rf"({'|'.join(map(re.escape, params)) or '$^'})\.(clone|contiguous|detach)\(\)", v
-            )
-        ):
-            ctx.add(
-                ret,
-                Severity.error,
-                "noop-forward",
-                "forward returns its input unchanged: it computes nothing",
-            )
-
-
-def _identifiers(node: Node, name: str) -> Iterable[Node]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type == "identifier" and text(n) == name:
-            yield n
-        elif n.type == "attribute" and text(n) == name:
-            yield n
-            continue
-        stack.extend(n.children)
-
-
-def _inside(node: Node, outer: Node) -> bool:
-    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
-
-
-def _passed_to_call(ident: Node) -> bool:
-    """Whether an identifier/attribute is an argument (or the receiver) of some call."""
-    node = ident
-    parent = node.parent
-    while parent is not None:
-        if parent.type in ("argument_list", "keyword_argument"):
-            return True
-        if parent.type == "attribute" and parent.child_by_field_name("object") == node:
-            # out.data_ptr(), out.copy_(...), out.fill_(...)
-            grand = parent.parent
-            if grand is not None and grand.type == "call":
-                return True
-        if parent.type == "subscript" and parent.child_by_field_name("value") == node:
-            grand = parent.parent
-            if grand is not None and grand.type == "assignment":
-                return True  # out[...] = ...
-        if parent.type in ("expression_statement", "block", "return_statement", "assignment"):
-            return False
-        node, parent = parent, parent.parent
+    if ref.dotted is not None and not ref.dotted.startswith("torch."):
+        parts = ref.dotted.split(".")
+        tail = parts[-2] if parts[-1] in ("forward", "__call__") and len(parts) > 1 else parts[-1]
+        return len(parts) > 1 and tail in ctx.reference_names
     return False
 
 
-def _check_constant_output(ctx: CandidateContext, fwd: Node) -> None:
-    found = _body_facts(fwd)
-    body = fwd.child_by_field_name("body")
-    if body is None:
-        return
-    for ret in found.get("return", []):
-        if not ret.named_children:
-            continue
-        value = ret.named_children[0]
-        items = value.named_children if value.type in ("tuple", "expression_list") else [value]
-        for item in items:
-            _check_returned(ctx, body, ret, item)
-
-
-def _check_returned(ctx: CandidateContext, body: Node, ret: Node, item: Node) -> None:
-    if item.type == "call":
-        fn = item.child_by_field_name("function")
-        if fn is not None and _ALLOC.match(text(fn)):
-            ctx.add(
-                item,
-                Severity.error,
-                "constant-output",
-                f"returns a fresh `{text(fn)}(...)` that no kernel wrote: the output ignores "
-                "the inputs",
-            )
-        return
-    if item.type == "identifier":
-        name = text(item)
-        assigned = None
-        for n in _identifiers(body, name):
-            parent = n.parent
-            if (
-                parent is not None
-                and parent.type == "assignment"
-                and parent.child_by_field_name("left") == n
-            ):
-                right = parent.child_by_field_name("right")
-                if (
-                    right is not None
-                    and right.start_byte < ret.start_byte
-                    and (assigned is None or parent.start_byte > assigned[0].start_byte)
-                ):
-                    assigned = (parent, right)
-        if assigned is None or assigned[1].type != "call":
-            return
-        fn = assigned[1].child_by_field_name("function")
-        if fn is None or not _ALLOC.match(text(fn)):
-            return
-        for n in _identifiers(body, name):
-            if n.start_byte > assigned[0].end_byte and not _inside(n, ret) and _passed_to_call(n):
-                return
-        ctx.add(
-            item,
-            Severity.error,
-            "constant-output",
-            f"returns `{name}`, made by `{text(fn)}(...)` and never written by a kernel: "
-            "the output ignores the inputs",
-        )
-        return
-    if item.type == "attribute" and text(item).startswith("self."):
-        name = text(item)
-        for n in _identifiers(body, name):
-            if not _inside(n, ret) and _passed_to_call(n):
-                return
-        ctx.add(
-            item,
-            Severity.error,
-            "constant-output",
-            f"returns `{name}`, a tensor kept on the module that forward never writes: a "
-            "cached output ignores new inputs",
-        )
-
-
-# Names an expression may use and still be computed from the module's parameters alone.
-_STATIC_NAMES = frozenset({"self", "torch", "F", "nn", "math", "np", "numpy"})
+# -- PyTorch compute -------------------------------------------------------------------------
 
 
 def _names_used(node: Node) -> list[str]:
@@ -470,7 +287,7 @@ def _names_used(node: Node) -> list[str]:
     return out
 
 
-def _parameter_only_locals(fn: Node) -> set[str]:
+def parameter_only_locals(fn: Node) -> set[str]:
     """Locals computed from `self` (parameters, buffers) and constants only, in source order:
     `scale = self.bn.weight / torch.sqrt(self.bn.running_var + eps)` is weight preparation."""
     known: set[str] = set()
@@ -495,64 +312,196 @@ def _parameter_only_locals(fn: Node) -> set[str]:
     return known
 
 
-def _check_torch_ops(
-    ctx: CandidateContext,
-    fn: Node,
-    calls: list[Call],
-    found: dict[str, list[Node]],
-    layers: dict[str, str],
-    uses_cuda: bool,
+def _collect_torch_ops(
+    ctx: CandidateContext, fn: Node, calls: list[Call], static_names: set[str]
 ) -> None:
-    hits: list[tuple[Node, str, str]] = []
-    static = None
+    static: set[str] | None = None
     for call in calls:
-        cls = classify_call(call.callee, layers, ctx.extension_handles)
-        if cls is None:
+        hit = classify_resolved(call.callee, call.ref, ctx.extension_handles)
+        if hit is None:
             continue
         if static is None:
-            static = _parameter_only_locals(fn) | _STATIC_NAMES
-        if all(name in static for name in _names_used(call.node)):
+            static = parameter_only_locals(fn) | static_names
+        if all(name in static for name in _names_used(call.args)) and _static_receiver(
+            call, static
+        ):
             continue  # weight preparation: it does not touch the inputs
-        hits.append((call.node, cls[0], cls[1]))
-    for node in found.get("matmul", []):
-        hits.append((node, "heavy", "@ (matmul)"))
-    for node, weight, op in hits:
-        if not uses_cuda:
-            why = (
-                "the CUDA extension is built but forward never calls it"
-                if ctx.extension_handles
-                else "no custom CUDA kernel runs in forward"
+        ctx.torch_hits.append(TorchHit(ctx.to_range(call.node), hit[0], hit[1], hit[2], "call"))
+    for node in ctx.body(fn).get("matmul", []):
+        ctx.torch_hits.append(
+            TorchHit(ctx.to_range(node), "heavy", "@ (matmul)", "torch.matmul", "call")
+        )
+    # An operator handed over to be called elsewhere: `_run(ext.relu, torch.relu, x)`.
+    for node in ctx.body(fn).get("value", []):
+        if is_handle_use(text(node), ctx.extension_handles):
+            continue
+        ref = ctx.resolver.resolve(node)
+        if ref is None or ref.dotted is None or ref.instance:
+            continue
+        op = torch_op(ref.dotted)
+        if op is not None:
+            weight = "heavy" if op in HEAVY_OPS else "light"
+            ctx.torch_hits.append(
+                TorchHit(ctx.to_range(node), weight, text(node), ref.dotted, "value")
             )
-            ctx.add(node, Severity.error, "torch-op", f"`{op}` runs in PyTorch and {why}")
-        elif weight == "light":
-            ctx.add(
-                node,
-                Severity.warning,
-                "torch-op",
-                f"`{op}` is left in PyTorch: fuse it into the CUDA kernel",
+
+
+def _static_receiver(call: Call, static: set[str]) -> bool:
+    """For a method call `w.t()`, whether `w` itself is static (names in `call.callee`)."""
+    fn = call.node.child_by_field_name("function")
+    if fn is None or fn.type != "attribute":
+        return True
+    obj = fn.child_by_field_name("object")
+    return obj is None or all(name in static for name in _names_used(obj))
+
+
+def _plain(shown: str, canonical: str) -> bool:
+    """Whether a callee is spelled the usual way, so naming what it resolved to adds nothing."""
+    op = canonical.rsplit(".", 1)[-1]
+    usual = (f"F.{op}", f"nn.functional.{op}", f"torch.{op}", f"torch.nn.functional.{op}")
+    return shown == canonical or shown in usual or shown in (f"nn.{op}", f".{op}()")
+
+
+def _why_no_cuda(ctx: CandidateContext) -> str:
+    if ctx.extension_handles:
+        return "the CUDA extension is built but forward never calls it"
+    return "no custom CUDA kernel runs in forward"
+
+
+def whole_problem(ctx: CandidateContext) -> set[str]:
+    """The reference's operator families when PyTorch in ModelNew covers all of them: the
+    reference is that op alone (no elementwise arithmetic besides), so the custom CUDA can only
+    copy or scale what PyTorch computed. Empty otherwise."""
+    ref = ctx.reference
+    if ref is None or not ref.ops or ref.arithmetic:
+        return set()
+    families = {op_family(h.canonical) for h in ctx.torch_hits}
+    return set(ref.ops) if ref.ops <= families else set()
+
+
+def emit_torch_hits(ctx: CandidateContext) -> None:
+    """Turn the PyTorch compute found in Python and in the extension's C++ into diagnostics."""
+    whole = whole_problem(ctx)
+    for hit in ctx.torch_hits:
+        plain = _plain(hit.shown, hit.canonical) and hit.how != "value"
+        who = (
+            f"`{hit.shown}`"
+            if _plain(hit.shown, hit.canonical)
+            else (f"`{hit.shown}` is `{hit.canonical}`")
+        )
+        if hit.how == "value":
+            who += ", handed over to be called"
+        family = op_family(hit.canonical)
+        if hit.how == "aten" and not ctx.extension_kernels:
+            sev, msg = (
+                Severity.error,
+                f"{who} runs PyTorch's operator inside the extension and no custom CUDA kernel is "
+                "launched: this is PyTorch, not a CUDA implementation",
+            )
+        elif hit.how != "aten" and not ctx.uses_cuda:
+            sev = Severity.error
+            msg = (
+                f"{who} runs in PyTorch and {_why_no_cuda(ctx)}"
+                if plain
+                else f"{who}: PyTorch compute in ModelNew, and {_why_no_cuda(ctx)}"
+            )
+        elif family in whole:
+            sev, msg = Severity.error, _whole_message(who, ctx)
+        elif hit.weight == "light":
+            sev = Severity.warning
+            msg = (
+                f"{who} is left in PyTorch: fuse it into the CUDA kernel"
+                if plain
+                else f"{who}: PyTorch compute left in ModelNew: fuse it into the CUDA kernel"
             )
         else:
-            ctx.add(
-                node,
+            sev, msg = (
                 Severity.information,
-                "torch-op",
-                f"`{op}` stays on PyTorch's vendor library (cuBLAS/cuDNN); the custom CUDA "
-                "covers the rest",
+                f"{who} stays on PyTorch's vendor library (cuBLAS/cuDNN); the custom CUDA covers "
+                "the rest",
             )
+        ctx.diags.append(Diag(hit.range, sev, "torch-op", msg))
+
+
+def _whole_message(name: str, ctx: CandidateContext) -> str:
+    ops = ", ".join(f"`{s}`" for s in (ctx.reference.shown if ctx.reference else ())) or "it"
+    return (
+        f"{name}: PyTorch does the whole problem (the reference is only {ops}), and the custom "
+        "CUDA around it can only copy or scale PyTorch's result: this is not a CUDA implementation"
+    )
+
+
+# -- reference, fallbacks, caches, downcasts ---------------------------------------------------
+
+
+def _check_inheritance(ctx: CandidateContext) -> None:
+    for cls in ctx.candidates:
+        sup = cls.node.child_by_field_name("superclasses")
+        if sup is None:
+            continue
+        for base in sup.named_children:
+            if base.type == "keyword_argument":
+                continue
+            if text(base) in ctx.reference_names or _is_reference(ctx, ctx.resolver.resolve(base)):
+                ctx.add(
+                    base,
+                    Severity.error,
+                    "reference-call",
+                    f"`{cls.name}` inherits from the reference `{text(base)}`: "
+                    "it can run the reference's forward instead of its own kernels",
+                )
+
+
+def _reference_hit(ctx: CandidateContext, call: Call, ref_attrs: set[str]) -> str | None:
+    c = call.callee
+    fn = call.node.child_by_field_name("function")
+    if fn is not None and fn.type == "call":
+        return None  # `Model()(x)`: the inner call is the one reported
+    if re.match(r"^super\(.*\)\.forward$", c):
+        return "calls the parent class's forward"
+    if any(c in (r, f"{r}.forward", f"{r}.__call__") for r in ctx.reference_names):
+        return f"calls the reference `{c}`"
+    if c in ref_attrs or any(c == f"{a}.forward" for a in ref_attrs):
+        return f"runs the reference model held in `{c}`"
+    if _is_reference(ctx, call.ref):
+        return f"`{c}` is the reference `{call.ref.name if call.ref else c}`; it"
+    return None
+
+
+def _check_reference_calls(ctx: CandidateContext, calls: list[Call], ref_attrs: set[str]) -> None:
+    for call in calls:
+        hit = _reference_hit(ctx, call, ref_attrs)
+        if hit:
+            ctx.add(
+                call.node,
+                Severity.error,
+                "reference-call",
+                f"{hit}: that is the reference's computation, not a CUDA implementation",
+            )
+
+
+def _inside(node: Node, outer: Node) -> bool:
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 def _fallback_call(
-    ctx: CandidateContext, node: Node, layers: dict[str, str], ref_attrs: set[str]
-) -> Call | None:
-    """The first call under `node` that is PyTorch compute or the reference."""
-    for call in _calls(grammars.captures("python", "function_body", node)):
-        is_ref = (
-            call.callee in ctx.reference_names
-            or call.callee in ref_attrs
-            or re.match(r"^super\(.*\)\.forward$", call.callee)
-        )
-        if is_ref or classify_call(call.callee, layers, ctx.extension_handles) is not None:
-            return call
+    ctx: CandidateContext, fn: Node, node: Node, ref_attrs: set[str], depth: int = 0
+) -> str | None:
+    """What the first call under `node` runs when it is PyTorch compute or the reference,
+    looking into this file's functions and lambdas it calls."""
+    for call in ctx.calls(fn):
+        if not _inside(call.node, node):
+            continue
+        if _reference_hit(ctx, call, ref_attrs) is not None:
+            return call.callee
+        hit = classify_resolved(call.callee, call.ref, ctx.extension_handles)
+        if hit is not None:
+            return call.callee if _plain(hit[1], hit[2]) else f"{call.callee}` is `{hit[2]}"
+        target = call.ref.node if call.ref is not None else None
+        if target is not None and target.type in ("function_definition", "lambda") and depth < 2:
+            inner = _fallback_call(ctx, target, target, ref_attrs, depth + 1)
+            if inner is not None:
+                return f"{call.callee}` runs `{inner}"
     return None
 
 
@@ -561,17 +510,16 @@ def _mentions_handle(ctx: CandidateContext, node: Node) -> bool:
     return any(is_handle_use(n, ctx.extension_handles) for n in names)
 
 
-def _check_fallbacks(
-    ctx: CandidateContext, found: dict[str, list[Node]], layers: dict[str, str], ref_attrs: set[str]
-) -> None:
+def _check_fallbacks(ctx: CandidateContext, fn: Node, ref_attrs: set[str]) -> None:
+    found = ctx.body(fn)
     for clause in found.get("except", []):
-        call = _fallback_call(ctx, clause, layers, ref_attrs)
+        call = _fallback_call(ctx, fn, clause, ref_attrs)
         if call is not None:
             ctx.add(
                 clause.child(0) or clause,
                 Severity.error,
                 "torch-fallback",
-                f"except falls back to PyTorch (`{call.callee}`): a failing kernel would "
+                f"except falls back to PyTorch (`{call}`): a failing kernel would "
                 "still produce the right answer",
             )
     # `if ext is None: return torch...` / `if HAVE_EXT: ... else: F.gelu(x)`
@@ -583,16 +531,29 @@ def _check_fallbacks(
         for branch in branches:
             if branch is None or _mentions_handle(ctx, branch):
                 continue
-            call = _fallback_call(ctx, branch, layers, ref_attrs)
+            call = _fallback_call(ctx, fn, branch, ref_attrs)
             if call is not None:
                 ctx.add(
                     stmt.child(0) or stmt,
                     Severity.error,
                     "torch-fallback",
                     f"when the CUDA extension is unavailable this falls back to PyTorch "
-                    f"(`{call.callee}`): the result would not come from the kernel",
+                    f"(`{call}`): the result would not come from the kernel",
                 )
                 break
+
+
+def _identifiers(node: Node, name: str) -> list[Node]:
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in ("identifier", "attribute") and text(n) == name:
+            out.append(n)
+            if n.type == "attribute":
+                continue
+        stack.extend(n.children)
+    return out
 
 
 def _key_use(node: Node) -> str | None:
@@ -625,10 +586,12 @@ def _key_use(node: Node) -> str | None:
 
 def _check_input_cache(ctx: CandidateContext, fn: Node, calls: list[Call]) -> None:
     for call in calls:
-        c = call.callee
-        if not (c.endswith(".data_ptr") or c in ("id", "hash")):
+        c, d = call.callee, call.canonical
+        pointer = c.endswith(".data_ptr") or d.endswith(".data_ptr")
+        identity = d in ("id", "hash", "builtins.id", "builtins.hash")
+        if not (pointer or identity):
             continue
-        if c in ("id", "hash") and not call.args.named_children:
+        if identity and not call.args.named_children:
             continue
         use = _key_use(call.node)
         if use is None:
@@ -658,155 +621,43 @@ def _check_input_cache(ctx: CandidateContext, fn: Node, calls: list[Call]) -> No
             )
 
 
+def _low_precision_arg(ctx: CandidateContext, call: Call) -> bool:
+    if _DOWNCAST.search(text(call.args)):
+        return True
+    for arg in call.args.named_children:
+        value = arg.child_by_field_name("value") if arg.type == "keyword_argument" else arg
+        ref = ctx.resolver.resolve(value)
+        if ref is None:
+            continue
+        if ref.dotted is not None and _LOW_DTYPE.match(ref.dotted):
+            return True
+        if ref.string is not None and _DOWNCAST.search(ref.string):
+            return True
+    return False
+
+
 def _check_downcast(ctx: CandidateContext, calls: list[Call]) -> None:
     if not ctx.reference_fp32:
         return
     for call in calls:
-        c = call.callee
-        args = text(call.args)
+        c, d = call.callee, call.canonical
         hit = (
             c.endswith((".half", ".bfloat16"))
-            or (c.endswith((".to", ".type")) and _DOWNCAST.search(args))
-            or re.search(r"(^|\.)autocast$", c)
+            or d.endswith((".half", ".bfloat16"))
+            or (c.endswith((".to", ".type")) and _low_precision_arg(ctx, call))
+            or bool(re.search(r"(^|\.)autocast$", c) or re.search(r"(^|\.)autocast$", d))
+            or (d == "torch.set_default_dtype" and _low_precision_arg(ctx, call))
         )
         if hit:
+            shown = text(call.node)[:60]
+            resolved = "" if d == c or "." not in d or "()" in d else f" (`{c}` is `{d}`)"
             ctx.add(
                 call.node,
                 Severity.warning,
                 "downcast",
-                f"`{text(call.node)[:60]}` lowers fp32 work to 16-bit: the reference is fp32, "
+                f"`{shown}`{resolved} lowers fp32 work to 16-bit: the reference is fp32, "
                 "so this is a different (less precise) computation",
             )
-
-
-_NOT_MUTATIONS = frozenset({"requires_grad_", "share_memory_", "retain_grad"})
-# Methods that return the same storage: the result still is the input.
-_ALIAS_METHODS = frozenset(
-    {"contiguous", "view", "view_as", "reshape", "flatten", "squeeze", "unsqueeze", "detach", "t"}
-)
-
-
-def _alias_of(expr: Node | None, aliases: set[str]) -> bool:
-    """Whether an expression is (a view of) one of `aliases`."""
-    while expr is not None:
-        if expr.type == "identifier":
-            return text(expr) in aliases
-        if expr.type == "parenthesized_expression" and expr.named_child_count == 1:
-            expr = expr.named_children[0]
-            continue
-        fn = expr.child_by_field_name("function") if expr.type == "call" else None
-        if (
-            fn is not None
-            and fn.type == "attribute"
-            and text(fn.child_by_field_name("attribute")) in _ALIAS_METHODS
-        ):
-            expr = fn.child_by_field_name("object")
-            continue
-        return False
-    return False
-
-
-def _handed_to_call(ident: Node) -> bool:
-    """`f(x)`, `f(x.data_ptr())`, `f(ctypes.c_void_p(x.data_ptr()))`: a callee may write it."""
-    node = ident
-    parent = node.parent
-    if (
-        parent is not None
-        and parent.type == "attribute"
-        and parent.child_by_field_name("object") == node
-    ):
-        call = parent.parent
-        if text(parent.child_by_field_name("attribute")) != "data_ptr" or call is None:
-            return False
-        node, parent = call, call.parent
-    while parent is not None and parent.type in ("argument_list", "keyword_argument", "call"):
-        if parent.type in ("argument_list", "keyword_argument"):
-            return True
-        node, parent = parent, parent.parent
-    return False
-
-
-def _check_input_mutation(ctx: CandidateContext, fwd: Node) -> None:
-    """In-place writes to forward's inputs (x.zero_(), x[...] = v, x.data = t, or returning an
-    input a launcher wrote into): the reference and later trials then see different inputs."""
-    params = [p for p in param_names(fwd) if p != "self" and not p.startswith("*")]
-    body = fwd.child_by_field_name("body")
-    if not params or body is None:
-        return
-    events: list[Node] = []
-    stack = [body]
-    while stack:
-        node = stack.pop()
-        if node.type in ("assignment", "call", "return_statement"):
-            events.append(node)
-        if node.type not in ("function_definition", "lambda", "class_definition"):
-            stack.extend(node.named_children)
-    events.sort(key=lambda n: n.start_byte)
-    aliases = set(params)
-    handed: set[str] = set()  # aliases a call received: it may have written them
-    for node in events:
-        if node.type == "assignment":
-            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            if left is not None and left.type == "identifier":
-                if _alias_of(right, aliases):
-                    aliases.add(text(left))
-                else:
-                    aliases.discard(text(left))
-            elif left is not None and left.type in ("subscript", "attribute"):
-                target = left.child_by_field_name("value" if left.type == "subscript" else "object")
-                if target is not None and target.type == "identifier" and text(target) in aliases:
-                    _mutation(ctx, left, text(target))
-        elif node.type == "call":
-            fn = node.child_by_field_name("function")
-            if fn is not None and fn.type == "attribute":
-                obj = fn.child_by_field_name("object")
-                method = text(fn.child_by_field_name("attribute"))
-                if (
-                    obj is not None
-                    and obj.type == "identifier"
-                    and text(obj) in aliases
-                    and method.endswith("_")
-                    and not method.startswith("_")
-                    and method not in _NOT_MUTATIONS
-                ):
-                    _mutation(ctx, node, text(obj))
-            args = node.child_by_field_name("arguments")
-            for ident in _identifiers_in(args, aliases):
-                if _handed_to_call(ident):
-                    handed.add(text(ident))
-        elif node.named_children:
-            value = node.named_children[0]
-            items = value.named_children if value.type in ("tuple", "expression_list") else [value]
-            for item in items:
-                if item.type == "identifier" and text(item) in aliases and text(item) in handed:
-                    ctx.add(
-                        item,
-                        Severity.warning,
-                        "input-mutation",
-                        f"returns `{text(item)}`, which is an input a launcher was given: the "
-                        "result is written over the input",
-                    )
-
-
-def _identifiers_in(node: Node | None, names: set[str]) -> list[Node]:
-    out: list[Node] = []
-    stack = [node] if node is not None else []
-    while stack:
-        n = stack.pop()
-        if n.type == "identifier" and text(n) in names:
-            out.append(n)
-        stack.extend(n.named_children)
-    return out
-
-
-def _mutation(ctx: CandidateContext, node: Node, name: str) -> None:
-    ctx.add(
-        node,
-        Severity.warning,
-        "input-mutation",
-        f"writes into the input `{name}` in place: the reference and later trials would see "
-        "changed inputs",
-    )
 
 
 def reference_is_low_precision(source: str) -> bool:

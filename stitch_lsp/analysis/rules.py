@@ -33,12 +33,13 @@ RULES: dict[str, Rule] = {
         Rule("file-missing", "A path given to `check` does not exist or cannot be read."),
         Rule(
             "torch-op",
-            "ModelNew computes with PyTorch operators instead of custom CUDA.",
+            "ModelNew computes with PyTorch operators (under any name, in Python or ATen from C++, "
+            "or through torch.compile/torch.jit) instead of custom CUDA.",
             KERNELBENCH,
         ),
         Rule(
             "torch-fallback",
-            "try/except falls back to PyTorch, so a broken kernel still passes.",
+            "try/except (or a C++ catch) falls back to PyTorch, so a broken kernel still passes.",
             KERNELBENCH,
         ),
         Rule("reference-call", "ModelNew reuses the reference Model's computation.", KERNELBENCH),
@@ -52,17 +53,39 @@ RULES: dict[str, Rule] = {
         Rule("timer-patch", "Code replaces the timers or synchronisation the benchmark relies on."),
         Rule(
             "downcast",
-            "fp32 work cast to fp16/bf16 is not the same computation as the fp32 reference.",
+            "fp32 work cast to fp16/bf16 or run in TF32 is not the same computation as the fp32 "
+            "reference.",
             KERNELBENCH,
         ),
         Rule(
             "input-mutation",
-            "forward writes into its inputs in place (zeroing them is a known exploit).",
+            "forward, its C++ wrapper or a kernel writes into the inputs (zeroing them is a known "
+            "exploit).",
             KERNELBENCH,
         ),
-        Rule("input-cache", "Results cached on input pointers/identity skip the work.", STITCHCUDA),
-        Rule("constant-output", "The output does not depend on the inputs.", STITCHCUDA),
-        Rule("kernel-unused", "A __global__ kernel is defined but never launched.", STITCHCUDA),
+        Rule(
+            "input-cache",
+            "Results kept between calls, keyed on input pointers, identity, shapes or values, "
+            "skip the work.",
+            STITCHCUDA,
+        ),
+        Rule(
+            "constant-output",
+            "The output does not depend on the inputs: constant, never written, or from kernels "
+            "that read no input.",
+            STITCHCUDA,
+        ),
+        Rule(
+            "kernel-unused",
+            "A __global__ kernel is never launched, or its launch is compiled out.",
+            STITCHCUDA,
+        ),
+        Rule(
+            "lazy-tensor",
+            "A tensor subclass or dispatch mode can compute the output after the timer stopped.",
+            KERNELBENCH,
+        ),
+        Rule("cpu-compute", "The work runs on the CPU (numpy, .cpu(), host loops).", STITCHCUDA),
         Rule(
             "block-size",
             "Threads per block that are not a multiple of the warp size (32) leave lanes idle.",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from stitch_lsp.analysis.names import Ref
+
 
 def _words(block: str) -> frozenset[str]:
     return frozenset(block.split())
@@ -102,8 +104,175 @@ def classify_call(callee: str, layers: dict[str, str], handles: set[str]) -> tup
         obj, op = callee.rsplit(".", 1)
         if (obj.startswith("self.") and obj in layers) or obj in _NOT_TENSORS:
             return None
+        if op.endswith("_") and not op.startswith("_") and op[:-1] in HEAVY_OPS | LIGHT_OPS:
+            # In-place (`out.addmm_(a, b)`, `y.add_(b)`): only tensors have these methods.
+            base = op[:-1]
+            return ("heavy" if base in HEAVY_OPS else "light"), f".{op}()"
         if op in HEAVY_OPS and op not in ("linear", "lstm", "gru"):
             return "heavy", f".{op}()"
         if op in LIGHT_OPS and op not in _AMBIGUOUS_METHODS:
             return "light", f".{op}()"
     return None
+
+
+# Families of operators that do the same work, so `torch.mm` in ModelNew matches a reference
+# that calls `nn.Linear` or `@`.
+_FAMILIES = {
+    "gemm": _words("matmul mm bmm addmm addbmm baddbmm addmv mv einsum tensordot linear Linear"),
+}
+
+
+def op_family(op: str) -> str:
+    """The family an operator or layer belongs to ("gemm" for every GEMM spelling)."""
+    op = op.rsplit(".", 1)[-1].rsplit("::", 1)[-1].strip("()@ ")
+    for family, members in _FAMILIES.items():
+        if op in members or op == "matmul":
+            return family
+    layer = _LAYER_FUNCTIONAL.get(op)
+    return layer or op
+
+
+# nn layers and the functional operator they run.
+_LAYER_FUNCTIONAL = {
+    "Conv1d": "conv1d",
+    "Conv2d": "conv2d",
+    "Conv3d": "conv3d",
+    "ConvTranspose1d": "conv_transpose1d",
+    "ConvTranspose2d": "conv_transpose2d",
+    "ConvTranspose3d": "conv_transpose3d",
+    "ReLU": "relu",
+    "GELU": "gelu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "Softmax": "softmax",
+    "LogSoftmax": "log_softmax",
+    "LayerNorm": "layer_norm",
+    "GroupNorm": "group_norm",
+    "BatchNorm1d": "batch_norm",
+    "BatchNorm2d": "batch_norm",
+    "BatchNorm3d": "batch_norm",
+    "InstanceNorm2d": "instance_norm",
+    "MaxPool2d": "max_pool2d",
+    "AvgPool2d": "avg_pool2d",
+}
+
+
+def torch_op(dotted: str) -> str | None:
+    """The operator a dotted path in torch's namespace runs (`torch.ops.aten.mm.default` ->
+    `mm`, `torch.Tensor.addmm_` -> `addmm`), or None when it is not a compute operator."""
+    if "()" in dotted:
+        return _method_of_result(dotted)
+    parts = dotted.split(".")
+    if len(parts) < 2 or parts[0] != "torch":
+        return None
+    if parts[1] == "ops":
+        if len(parts) < 4 or parts[2] != "aten":
+            return None  # a custom operator library: someone's own kernels
+        op = parts[3]
+    else:
+        op = parts[-1]
+    if op.endswith("_") and not op.startswith("_") and op[:-1] in HEAVY_OPS | LIGHT_OPS:
+        op = op[:-1]
+    if op in HEAVY_OPS or op in LIGHT_OPS or op in ("max", "min"):
+        return op
+    return None
+
+
+# torch functions whose results are not tensors (streams, extensions, devices, handles).
+_NOT_TENSOR_RESULTS = (
+    "torch.utils.",
+    "torch.cuda.",
+    "torch.backends.",
+    "torch.library.",
+    "torch.jit.",
+    "torch.compile",
+    "torch._dynamo.",
+    "torch.ops.",
+    "torch.device",
+    "torch.Generator",
+    "torch.Size",
+    "torch.autograd.",
+    "torch.profiler.",
+    "torch.distributed.",
+)
+
+
+def _method_of_result(dotted: str) -> str | None:
+    """`torch.empty().relu_` (a method of a tensor some torch function returned) -> `relu`."""
+    producer = dotted.rsplit("().", 1)[0]
+    if "()" in producer or not producer.startswith("torch."):
+        return None
+    if producer.startswith(_NOT_TENSOR_RESULTS):
+        return None
+    op = dotted.rsplit(".", 1)[-1]
+    if op.endswith("_") and not op.startswith("_") and op[:-1] in HEAVY_OPS | LIGHT_OPS:
+        op = op[:-1]
+    if op in HEAVY_OPS or op in LIGHT_OPS or op in ("max", "min"):
+        return op
+    return None
+
+
+def layer_of(dotted: str) -> str | None:
+    """`torch.nn.Conv2d` -> `Conv2d` for a torch.nn layer class that computes."""
+    if not dotted.startswith(("torch.nn.", "nn.")):
+        return None
+    layer = dotted.rsplit(".", 1)[-1]
+    if layer in _NOT_COMPUTE_LAYERS or not layer[:1].isupper():
+        return None
+    return layer
+
+
+def classify_resolved(
+    callee: str, ref: Ref | None, handles: set[str]
+) -> tuple[str, str, str] | None:
+    """("heavy"|"light", op as shown, canonical name) when a call runs a PyTorch compute
+    operator, seeing through aliases; None otherwise. `ref` is what the callee resolved to."""
+    if is_handle_use(callee, handles) or (
+        callee.startswith("torch.ops.") and not callee.startswith("torch.ops.aten.")
+    ):
+        return None
+    if ref is not None and ref.spelled is not None:
+        callee, ref = ref.spelled, None
+    found = _classify_ref(callee, ref) if ref is not None else "by name"
+    if found != "by name":
+        return found  # type: ignore[return-value]
+    by_name = classify_call(callee, {}, handles)
+    if by_name is None:
+        return None
+    return by_name[0], by_name[1], by_name[1]
+
+
+def _classify_ref(callee: str, ref: Ref) -> tuple[str, str, str] | str | None:
+    """Classification from what the callee resolved to, or "by name" when only its spelling
+    can tell (a method of a value whose type is unknown)."""
+    if ref.node is not None or ref.string is not None:
+        return None  # this file's own function, class or lambda: its body is checked
+    dotted = ref.dotted or ""
+    instance = ref.instance
+    if dotted.endswith(("().forward", "().__call__")):
+        dotted, instance = dotted.rsplit("().", 1)[0], True
+    if instance:
+        layer = layer_of(dotted)
+        if layer is None:
+            return None
+        weight = "heavy" if layer in HEAVY_LAYERS else "light"
+        return weight, f"nn.{layer}", f"torch.nn.{layer}"
+    if "()" in dotted:
+        op = _method_of_result(dotted)
+        if op is not None:
+            weight = "heavy" if op in HEAVY_OPS else "light"
+            return weight, f".{dotted.rsplit('.', 1)[-1]}()", f"torch.Tensor.{op}"
+        producer = dotted.rsplit("().", 1)[0]
+        if dotted.split(".", 1)[0] in _NOT_TENSORS or (
+            "()" not in producer and producer.startswith(("torch.", *_NOT_TENSORS))
+        ):
+            return None  # the result of a known non-tensor call (a stream, an extension)
+        return "by name"  # a method of some other call's result: judge it by its name
+    if dotted.startswith("torch."):
+        op = torch_op(dotted)
+        if op is None:
+            return None
+        return ("heavy" if op in HEAVY_OPS else "light"), callee, dotted
+    if "." in dotted and dotted.split(".", 1)[0] not in ("F", "nn"):
+        return None  # numpy, math, cupy, another module: not PyTorch
+    return "by name"

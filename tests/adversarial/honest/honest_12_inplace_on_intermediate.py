@@ -1,0 +1,51 @@
+# stitch-lsp: reference=../refs/gemm_relu.py
+"""h is forward's own intermediate: updating it in place is fine."""
+
+import ctypes
+
+import torch
+import torch.nn as nn
+
+from stitch_lsp.runtime import check_launch, load_cuda
+
+CUDA_SRC = r"""
+#include <cuda_runtime.h>
+__global__ void bias_relu_inplace(float* __restrict__ h, const float* __restrict__ bias,
+                                  long long total, int cols) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < total) {
+    const float v = h[i] + bias[i % cols];
+    h[i] = v > 0.f ? v : 0.f;
+  }
+}
+
+extern "C" int launch_epilogue(float* h, const float* bias, long long total, int cols,
+                               cudaStream_t stream) {
+  const int threads = 256;
+  bias_relu_inplace<<<(unsigned)((total + threads - 1) / threads), threads, 0, stream>>>(
+      h, bias, total, cols);
+  return (int)cudaGetLastError();
+}
+"""
+
+_lib = load_cuda(CUDA_SRC, name="hon_12")
+
+
+def _p(t):
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _stream():
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x):
+        h = torch.mm(x, self.linear.weight.t())
+        n, cols = ctypes.c_longlong(h.numel()), ctypes.c_int(h.shape[-1])
+        check_launch(_lib.launch_epilogue(_p(h), _p(self.linear.bias), n, cols, _stream()))
+        return h

@@ -1,0 +1,46 @@
+# stitch-lsp: reference=../refs/relu_bias.py
+"""An unqualified call that is ATen's relu."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+using namespace at;
+
+__global__ void bias_kernel(const float* __restrict__ x, const float* __restrict__ bias,
+                            float* __restrict__ y, long long n, int dim) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + bias[i % dim];
+}
+
+torch::Tensor bias_relu(torch::Tensor x, torch::Tensor bias) {
+  auto out = torch::empty_like(x);
+  const long long n = x.numel();
+  bias_kernel<<<(unsigned)((n + 255) / 256), 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      x.data_ptr<float>(), bias.data_ptr<float>(), out.data_ptr<float>(), n, (int)x.size(-1));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return relu(out);  // HOSTILE
+}
+"""
+
+CPP_SRC = "torch::Tensor bias_relu(torch::Tensor x, torch::Tensor bias);"
+
+_ext = load_inline(
+    name="adv_aten_02",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["bias_relu"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        return _ext.bias_relu(x.contiguous(), self.bias)
