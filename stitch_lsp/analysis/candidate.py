@@ -69,7 +69,7 @@ def candidate_checks(
 ) -> list[Diag]:
     """Anti-cheating diagnostics of a file that defines ModelNew or names its reference."""
     all_facts = [s.facts for s in sources]
-    resolver = Resolver(doc.roots)
+    resolver = Resolver(doc.roots, facts)
     candidates, reference_names = _solution_classes(facts, mod_classes, resolver)
     handles, extension_kernels = _extension_bindings(doc, result, facts, all_facts, candidates)
     reference = reference_of(doc, result, facts, resolver)

@@ -9,6 +9,8 @@ on candidate files only.
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -27,9 +29,9 @@ _PASS_THROUGH = frozenset(
     {"contiguous", "view", "reshape", "flatten", "detach", "data_ptr", "view_as", "squeeze",
      "unsqueeze", "c_void_p", "c_voidp", "int"}
 )  # fmt: skip
+# An associative container keyed on an address: a cache of results per input buffer.
 _POINTER_KEY = re.compile(
-    r"(map|set|unordered_map|unordered_set|vector|pair)\s*<\s*(const\s+)?[\w:]+\s*\*|uintptr_t"
-    r"|intptr_t|void\s*\*"
+    r"(map|set)\s*<\s*(const\s+)?(\w+::)*\w+\s*\*|(map|set)\s*<\s*(std::)?u?intptr_t"
 )
 _SIXTEEN_BIT = ("half", "bfloat16", "Half", "BFloat16")
 
@@ -39,14 +41,74 @@ class Source:
     emb: EmbeddedCuda
     facts: CudaFacts
     flags: set[str] | None  # -D macros of the build; None when they cannot be read
+    index: int = -1  # set while the findings are computed, see `range`
 
     def range(self, span: tuple[int, int]) -> Range:
+        """Where a span of this CUDA string is in the document. While findings are computed
+        (`index` >= 0) it is kept as (index, start, end, -1) and placed afterwards, so the
+        findings of unchanged CUDA can be reused when the Python around it moves."""
+        if self.index >= 0:
+            return (self.index, span[0], span[1], -1)
         return self.emb.virtual_bytes_to_document(span[0], span[1])
 
 
+@dataclass(slots=True)
+class _Sink:
+    """What the extension checks read from and write to the candidate context."""
+
+    reference_fp32: bool
+    dtype_assumed: bool
+    diags: list[Diag]
+    torch_hits: list[TorchHit]
+
+
+_CACHE: OrderedDict[tuple, tuple[list[Diag], list[TorchHit]]] = OrderedDict()
+_CACHE_SIZE = 64
+_LOCK = threading.Lock()
+
+
 def check_extension(ctx: CandidateContext, sources: list[Source]) -> None:
+    """Findings of the file's CUDA; cached by the CUDA texts and what Python tells about them."""
     if not sources:
         return
+    inputs = _wrapper_inputs(ctx)
+    key = (
+        tuple(s.emb.data for s in sources),
+        tuple(frozenset(s.flags) if s.flags is not None else None for s in sources),
+        tuple(sorted((k, tuple(sorted(v))) for k, v in inputs.items())),
+        ctx.reference_fp32,
+        ctx.dtype_assumed,
+    )
+    with _LOCK:
+        found = _CACHE.get(key)
+        if found is not None:
+            _CACHE.move_to_end(key)
+    if found is None:
+        virtual = [Source(s.emb, s.facts, s.flags, i) for i, s in enumerate(sources)]
+        sink = _Sink(ctx.reference_fp32, ctx.dtype_assumed, [], [])
+        _extension_findings(sink, virtual, inputs)  # type: ignore[arg-type]
+        found = (sink.diags, sink.torch_hits)
+        with _LOCK:
+            _CACHE[key] = found
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    diags, hits = found
+    for d in diags:
+        ctx.diags.append(Diag(_place(sources, d.range), d.severity, d.rule_id, d.message))
+    for h in hits:
+        ctx.torch_hits.append(
+            TorchHit(_place(sources, h.range), h.weight, h.shown, h.canonical, h.how)
+        )
+
+
+def _place(sources: list[Source], tagged: Range) -> Range:
+    index, start, end, _ = tagged
+    return sources[index].range((start, end))
+
+
+def _extension_findings(
+    ctx: CandidateContext, sources: list[Source], inputs: dict[str, set[int]]
+) -> None:
     kernels: dict[str, tuple[Source, RawFunction]] = {}
     for src in sources:
         for fn in src.facts.functions:
@@ -68,7 +130,6 @@ def check_extension(ctx: CandidateContext, sources: list[Source]) -> None:
                     )
                 )
     _kernel_checks(ctx, kernels, launched)
-    inputs = _wrapper_inputs(ctx)
     for src in sources:
         for fn in src.facts.functions:
             if fn.host is not None:

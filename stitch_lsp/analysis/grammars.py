@@ -7,7 +7,10 @@ repository's `grammars/` folder.
 
 from __future__ import annotations
 
+import re
+import threading
 from bisect import bisect_right
+from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -95,6 +98,50 @@ def find_all(data: bytes, needles: tuple[bytes, ...]) -> list[int]:
             hits.append(at)
             at = data.find(needle, at + 1)
     return hits
+
+
+class _RunHits:
+    """Needle offsets per run of a file, keyed by the run's text: a keystroke changes one run,
+    so the others are not scanned again."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._hits: OrderedDict[tuple, list[int]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def find(
+        self, roots: list[Node], data: bytes, needles: tuple[bytes, ...], pattern: re.Pattern | None
+    ) -> list[int]:
+        out: list[int] = []
+        for root in roots:
+            start, end = root.start_byte, root.end_byte
+            segment = data[start:end]
+            key = (needles, pattern.pattern if pattern is not None else None, segment)
+            with self._lock:
+                found = self._hits.get(key)
+                if found is not None:
+                    self._hits.move_to_end(key)
+            if found is None:
+                found = find_all(segment, needles)
+                if pattern is not None:
+                    found += [m.start() for m in pattern.finditer(segment)]
+                with self._lock:
+                    self._hits[key] = found
+                    while len(self._hits) > self._size:
+                        self._hits.popitem(last=False)
+            out.extend(start + at for at in found)
+        return out
+
+
+_RUN_HITS = _RunHits()
+
+
+def find_in_runs(
+    roots: list[Node], data: bytes, needles: tuple[bytes, ...], pattern: re.Pattern | None = None
+) -> list[int]:
+    """`find_all` (and a regex's matches) over a file given as its runs' roots, remembering each
+    run's hits: the cost of many needles is paid only for the run that changed."""
+    return _RUN_HITS.find(roots, data, needles, pattern)
 
 
 def statements_at(roots: list[Node], offsets: list[int]) -> list[Node]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from stitch_lsp.analysis.python_facts import PyFacts
 from stitch_lsp.analysis.syntax import text
 
 _MAX_DEPTH = 12
@@ -37,6 +38,12 @@ _COMPOUND = frozenset(
         "expression_statement",
         "match_statement",
     }
+)
+
+
+# Top-level statements whose blocks can bind module names the definitions query does not see.
+_NESTING_STATEMENTS = frozenset(
+    {"if_statement", "try_statement", "with_statement", "for_statement", "while_statement"}
 )
 
 
@@ -146,7 +153,11 @@ def param_nodes(fn: Node) -> list[tuple[str, Node | None]]:
 
 def _collect(body: Node, out: dict[str, list[_Binding]], fn: Node | None) -> None:
     """Bindings made directly in one scope's statements (not inside nested scopes)."""
-    stack = list(reversed(body.named_children))
+    _collect_nodes(body.named_children, out, fn)
+
+
+def _collect_nodes(nodes: list[Node], out: dict[str, list[_Binding]], fn: Node | None) -> None:
+    stack = list(reversed(nodes))
     while stack:
         node = stack.pop()
         kind = node.type
@@ -188,8 +199,9 @@ def _collect(body: Node, out: dict[str, list[_Binding]], fn: Node | None) -> Non
 class Resolver:
     """Name resolution over one Python file. Scopes are read on first use and kept."""
 
-    def __init__(self, roots: list[Node]) -> None:
+    def __init__(self, roots: list[Node], facts: PyFacts | None = None) -> None:
         self._roots = roots
+        self._facts = facts
         self._module: dict[str, list[_Binding]] | None = None
         self._locals: dict[int, dict[str, list[_Binding]]] = {}
         self._self_attrs: dict[int, dict[str, list[tuple[Node, Node]]]] = {}
@@ -200,10 +212,45 @@ class Resolver:
     def module_bindings(self) -> dict[str, list[_Binding]]:
         if self._module is None:
             out: dict[str, list[_Binding]] = {}
-            for root in self._roots:
-                _collect(root, out, None)
+            if self._facts is None:
+                for root in self._roots:
+                    _collect(root, out, None)
+            else:
+                self._from_facts(self._facts, out)
+            for binds in out.values():
+                binds.sort(key=lambda b: b.at)
             self._module = out
         return self._module
+
+    def _from_facts(self, facts: PyFacts, out: dict[str, list[_Binding]]) -> None:
+        """Module bindings from the definitions query's facts, plus the statements it does not
+        look into (imports and assignments under a top-level `try`, `if` or `with`)."""
+        for node in facts.imports:
+            for name, dotted, how in _import_bindings(node):
+                out.setdefault(name, []).append(_Binding(node.start_byte, how, dotted))
+        for name, values in facts.assignments.items():
+            for value in values:
+                names = [name]
+                inner = value
+                while inner.type == "assignment" and inner.child_by_field_name("right"):
+                    left = inner.child_by_field_name("left")  # a = b = value binds b too
+                    if left is not None and left.type == "identifier":
+                        names.append(text(left))
+                    inner = inner.child_by_field_name("right")  # type: ignore[assignment]
+                for bound in names:
+                    out.setdefault(bound, []).append(_Binding(value.start_byte, "value", inner))
+        for name, fn in facts.functions.items():
+            out.setdefault(name, []).append(_Binding(fn.start_byte, "def", fn))
+        for cls in facts.classes:
+            out.setdefault(cls.name, []).append(_Binding(cls.node.start_byte, "def", cls.node))
+        nested = [
+            child
+            for root in self._roots
+            for child in root.named_children
+            if child.type in _NESTING_STATEMENTS
+        ]
+        if nested:
+            _collect_nodes(nested, out, None)
 
     def module_aliases(self) -> dict[str, str]:
         """Module-level names bound by imports: local name -> dotted path."""

@@ -96,7 +96,7 @@ _HINTS = (
     b"Mode",
 )
 # `class X(torch.Tensor)`: only class lines that name a Tensor in their bases.
-_SUBCLASS_LINE = re.compile(rb"^[ \t]*class\s+\w+\s*\([^)\n]*Tensor", re.MULTILINE)
+_SUBCLASS_LINE = re.compile(rb"class\s+\w+\s*\([^)\n]*Tensor")
 _INTERESTING = re.compile(
     "|".join(
         p.pattern for p in (_STREAM_APIS, _THREAD_APIS, _COMPILE_APIS, _SUBCLASS_APIS, _LAZY_BASES)
@@ -141,8 +141,7 @@ def check_file_wide(ctx: CandidateContext, roots: list[Node], data: bytes) -> No
     """Timer patching, side streams, threads, TF32, compilation and lazy tensors, anywhere in a
     candidate file."""
     needles = _HINTS + _alias_hints(ctx.resolver)
-    hits = grammars.find_all(data, needles)
-    hits += [m.start() for m in _SUBCLASS_LINE.finditer(data)]
+    hits = grammars.find_in_runs(roots, data, needles, _SUBCLASS_LINE)
     statements = grammars.statements_at(roots, hits)
     found = grammars.captures_in("python", "candidate", statements)
     _timer_patches(ctx, found)

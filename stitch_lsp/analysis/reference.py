@@ -111,7 +111,7 @@ def _file_info(path: str, mtime: float) -> ReferenceInfo | None:
         return None
     root = grammars.parser("python").parse(data).root_node
     facts = python_facts.extract([root], data)
-    return reference_info(facts, Resolver([root]))
+    return reference_info(facts, Resolver([root], facts))
 
 
 def header_reference(path: Path) -> ReferenceInfo | None:

@@ -59,9 +59,8 @@ def test_dynamic_only_cases_are_not_claimed_statically() -> None:
 
 def test_the_suite_is_complete() -> None:
     listed = {c.file for c in cases()}
-    on_disk = {
-        str(p.relative_to(SUITE)) for folder in ("hostile", "honest") for p in (SUITE / folder).glob("*.py")
-    }
+    folders = ("hostile", "honest")
+    on_disk = {str(p.relative_to(SUITE)) for f in folders for p in (SUITE / f).glob("*.py")}
     assert listed == on_disk
     hostile = [c for c in cases() if c.hostile]
     assert len(hostile) >= 60 and len(select("honest")) >= 20
