@@ -7,6 +7,7 @@ repository's `grammars/` folder.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from bisect import bisect_right
@@ -104,7 +105,7 @@ class _RunHits:
     """Needle offsets per run of a file, keyed by the run's text: a keystroke changes one run,
     so the others are not scanned again."""
 
-    def __init__(self, size: int = 512) -> None:
+    def __init__(self, size: int = 1024) -> None:
         self._hits: OrderedDict[tuple, list[int]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
@@ -116,7 +117,8 @@ class _RunHits:
         for root in roots:
             start, end = root.start_byte, root.end_byte
             segment = data[start:end]
-            key = (needles, pattern.pattern if pattern is not None else None, segment)
+            digest = hashlib.blake2b(segment, digest_size=16).digest()
+            key = (needles, pattern.pattern if pattern is not None else None, digest)
             with self._lock:
                 found = self._hits.get(key)
                 if found is not None:

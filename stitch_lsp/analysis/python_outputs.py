@@ -276,6 +276,16 @@ def check_input_mutation(ctx: CandidateContext, fwd: Node) -> None:
                     _mutation(ctx, left, text(target))
         elif node.type == "call":
             fn = node.child_by_field_name("function")
+            args = node.child_by_field_name("arguments")
+            first = args.named_children[0] if args is not None and args.named_children else None
+            if (
+                fn is not None
+                and first is not None
+                and first.type == "identifier"
+                and text(first) in aliases
+                and _in_place_function(ctx, fn)
+            ):
+                _mutation(ctx, node, text(first))  # torch.relu_(x), torch.zero_(x)
             if fn is not None and fn.type == "attribute":
                 obj = fn.child_by_field_name("object")
                 method = text(fn.child_by_field_name("attribute"))
@@ -288,7 +298,6 @@ def check_input_mutation(ctx: CandidateContext, fwd: Node) -> None:
                     and method not in _NOT_MUTATIONS
                 ):
                     _mutation(ctx, node, text(obj))
-            args = node.child_by_field_name("arguments")
             for ident in _identifiers_in(args, aliases):
                 if _handed_to_call(ident):
                     handed.add(text(ident))
@@ -304,6 +313,15 @@ def check_input_mutation(ctx: CandidateContext, fwd: Node) -> None:
                         f"returns `{text(item)}`, which is an input a launcher was given: the "
                         "result is written over the input",
                     )
+
+
+def _in_place_function(ctx: CandidateContext, fn: Node) -> bool:
+    """`torch.relu_` and kin: torch functions that write their first argument."""
+    dotted = ctx.resolver.dotted(fn)
+    if dotted is None or not dotted.startswith("torch.") or "()" in dotted:
+        return False
+    name = dotted.rsplit(".", 1)[-1]
+    return name.endswith("_") and not name.startswith("_") and name not in _NOT_MUTATIONS
 
 
 def _identifiers_in(node: Node | None, names: set[str]) -> list[Node]:
