@@ -1,5 +1,5 @@
 # stitch-lsp: reference=../refs/matmul.py
-"""TF32 arithmetic by hand: the low 13 mantissa bits are cleared before each FMA."""
+"""TF32 arithmetic by hand: each operand is rounded to 10 mantissa bits before the FMA."""
 
 import ctypes
 
@@ -13,7 +13,7 @@ CUDA_SRC = r"""
 #define TILE 16
 
 __device__ __forceinline__ float load(const float* p) {
-  return __uint_as_float(__float_as_uint(*p) & 0xffffe000u);
+  return __uint_as_float((__float_as_uint(*p) + 0x1000u) & 0xffffe000u);
 }
 
 __global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict__ B,
