@@ -352,6 +352,65 @@ def _referenced(root: Node, data: bytes, names: set[str]) -> set[str]:
     return out
 
 
+def _function_definitions(root: Node) -> list[tuple[RawFunction, Node, Node, Node]]:
+    """Each function definition with its (definition, declarator, body) nodes, in order.
+
+    Definitions sit near the top of the tree (namespaces, extern "C", templates, struct
+    members); not descending into function bodies keeps the query cheap."""
+    out: list[tuple[RawFunction, Node, Node, Node]] = []
+    for _, cap in grammars.matches("cuda", "functions", root, max_start_depth=_DEFINITION_DEPTH):
+        definition, declarator, body = cap["function"][0], cap["declarator"][0], cap["body"][0]
+        name_node = _function_name(declarator)
+        if name_node is None:
+            continue
+        parent = definition.parent
+        templated = parent is not None and parent.type == "template_declaration"
+        raw = RawFunction(
+            name=text(_last_name(name_node)),
+            qualifiers=_qualifiers(definition),
+            params=_params(declarator),
+            signature=collapse(text(definition)[: body.start_byte - definition.start_byte]),
+            span=_span(parent if templated and parent is not None else definition),
+            name_span=_span(name_node),
+            body_span=_span(body),
+            extern_c=any(a.type == "linkage_specification" for a in ancestors(definition)),
+            template=templated,
+        )
+        out.append((raw, definition, declarator, body))
+    out.sort(key=lambda item: item[0].span[0])
+    return out
+
+
+def _launches(root: Node, data: bytes, evaluator: _IntEval) -> list[RawLaunch]:
+    """Launches are found from a byte search, then confirmed by the query on the few nodes
+    found: a full-tree query costs milliseconds on a large source."""
+    out: list[RawLaunch] = []
+    launch_calls = _enclosing(root, grammars.find_all(data, (b"<<<",)), "call_expression")
+    matched = [m for call in launch_calls for m in grammars.matches("cuda", "launches", call, 0)]
+    for _, cap in matched:
+        launch = cap["launch"][0]
+        kernel = _last_name(cap["kernel"][0])
+        config = [c for c in cap["config"][0].named_children if c.type != "comment"]
+        args = [a for a in cap["args"][0].named_children if a.type != "comment"]
+        scope = next((a for a in ancestors(launch) if a.type == "function_definition"), None)
+        block = config[1] if len(config) > 1 else None
+        out.append(
+            RawLaunch(
+                kernel=text(kernel),
+                config=[collapse(text(c)) for c in config],
+                args=[collapse(text(a)) for a in args],
+                span=_span(launch),
+                name_span=_span(kernel),
+                block_threads=evaluator.value(block, scope) if block is not None else None,
+                block_span=_span(block) if block is not None else None,
+                error_checked=_error_checked(launch),
+                arg_roots=[root_name(a) for a in args],
+            )
+        )
+    out.sort(key=lambda raw: raw.span[0])
+    return out
+
+
 def extract(root: Node, data: bytes) -> CudaFacts:
     """All facts of one parsed CUDA/C++ translation unit."""
     facts = CudaFacts()
@@ -359,35 +418,8 @@ def extract(root: Node, data: bytes) -> CudaFacts:
     if err is not None:
         facts.parse_error = _span(err)
     evaluator = _IntEval(root)
-
-    # Function definitions sit near the top of the tree (namespaces, extern "C", templates,
-    # struct members); not descending into function bodies keeps the query cheap.
-    found_functions = []
-    for _, cap in grammars.matches("cuda", "functions", root, max_start_depth=_DEFINITION_DEPTH):
-        fn, declarator = cap["function"][0], cap["declarator"][0]
-        name_node = _function_name(declarator)
-        if name_node is None:
-            continue
-        parent = fn.parent
-        body = cap["body"][0]
-        found_functions.append((fn.start_byte, (fn, declarator, body)))
-        facts.functions.append(
-            RawFunction(
-                name=text(_last_name(name_node)),
-                qualifiers=_qualifiers(fn),
-                params=_params(declarator),
-                signature=collapse(text(fn)[: body.start_byte - fn.start_byte]),
-                span=_span(
-                    parent if parent is not None and parent.type == "template_declaration" else fn
-                ),
-                name_span=_span(name_node),
-                body_span=_span(body),
-                extern_c=any(a.type == "linkage_specification" for a in ancestors(fn)),
-                template=parent is not None and parent.type == "template_declaration",
-            )
-        )
-    facts.functions.sort(key=lambda f: f.span[0])
-    _function_nodes = [c for _, c in sorted(found_functions, key=lambda x: x[0])]
+    definitions = _function_definitions(root)
+    facts.functions = [raw for raw, _, _, _ in definitions]
 
     # Conditional code first: kernel bodies and launches are read with it in mind.
     if b"#" in data:
@@ -399,47 +431,16 @@ def extract(root: Node, data: bytes) -> CudaFacts:
     always_dead = [
         b.span for b in facts.branches if dead_reason(b, facts.defines, False) is not None
     ]
-    for raw, cap in zip(facts.functions, _function_nodes, strict=True):
-        fn_node, declarator, body = cap
+    for raw, definition, declarator, body in definitions:
         if raw.kind == "kernel":
-            raw.use = kernel_use(fn_node, declarator, body, data, always_dead)
+            raw.use = kernel_use(definition, declarator, body, data, always_dead)
         elif raw.kind == "function":
-            raw.host = host_facts(fn_node, declarator, body)
-
-    # Launches and the facts below are found from a byte search, then confirmed by the queries
-    # on the few nodes found: a full-tree query costs milliseconds on a large source.
-    launch_calls = _enclosing(root, grammars.find_all(data, (b"<<<",)), "call_expression")
-    matched = [m for call in launch_calls for m in grammars.matches("cuda", "launches", call, 0)]
-    for _, cap in matched:
-        launch = cap["launch"][0]
-        name = _last_name(cap["kernel"][0])
-        config = [c for c in cap["config"][0].named_children if c.type != "comment"]
-        scope = next((a for a in ancestors(launch) if a.type == "function_definition"), None)
-        block = config[1] if len(config) > 1 else None
-        facts.launches.append(
-            RawLaunch(
-                kernel=text(name),
-                config=[collapse(text(c)) for c in config],
-                args=[
-                    collapse(text(a)) for a in cap["args"][0].named_children if a.type != "comment"
-                ],
-                span=_span(launch),
-                name_span=_span(name),
-                block_threads=evaluator.value(block, scope) if block is not None else None,
-                block_span=_span(block) if block is not None else None,
-                error_checked=_error_checked(launch),
-                arg_roots=[
-                    root_name(a) for a in cap["args"][0].named_children if a.type != "comment"
-                ],
-            )
-        )
-    facts.launches.sort(key=lambda launch: launch.span[0])
+            raw.host = host_facts(definition, declarator, body)
+    facts.launches = _launches(root, data, evaluator)
 
     shared_decls = _enclosing(root, grammars.find_all(data, (b"__shared__",)), "declaration")
     fact_calls = _enclosing(root, grammars.find_all(data, _CALL_HINTS), "call_expression")
     found = grammars.captures_in("cuda", "facts", shared_decls + fact_calls, max_start_depth=0)
-    shared = found.get("shared", [])
-    calls = list(zip(found.get("call", []), found.get("call.name", []), strict=False))
     facts.referenced = _referenced(
         root, data, {f.name for f in facts.functions if f.kind == "kernel"}
     )
@@ -447,33 +448,33 @@ def extract(root: Node, data: bytes) -> CudaFacts:
     by_body = [(f.body_span, f) for f in facts.functions]
 
     def owner(span: Span) -> RawFunction | None:
-        best = None
-        for (start, end), fn in by_body:
+        best: RawFunction | None = None
+        for (start, end), raw in by_body:
             if start <= span[0] and span[1] <= end and (best is None or start >= best.body_span[0]):
-                best = fn
+                best = raw
         return best
 
-    for node in shared:
-        fn = owner(_span(node))
-        if fn is not None:
-            fn.shared_memory.append(collapse(text(node)))
-    for call, name_node in calls:
-        name = text(name_node)
+    for node in found.get("shared", []):
+        holder = owner(_span(node))
+        if holder is not None:
+            holder.shared_memory.append(collapse(text(node)))
+    for call, name_node in zip(found.get("call", []), found.get("call.name", []), strict=False):
+        called = text(name_node)
         span = _span(call)
-        fn = owner(span)
-        if name in ("__syncthreads", "__syncwarp"):
-            if fn is not None and name == "__syncthreads":
-                fn.syncthreads += 1
-        elif name.startswith("cudaStreamCreate"):
+        holder = owner(span)
+        if called in ("__syncthreads", "__syncwarp"):
+            if holder is not None and called == "__syncthreads":
+                holder.syncthreads += 1
+        elif called.startswith("cudaStreamCreate"):
             facts.stream_creations.append(span)
         else:
-            facts.library_calls.append((name, span))
-            if fn is not None and name not in fn.library_calls:
-                fn.library_calls.append(name)
-    for i, launch in enumerate(facts.launches):
-        fn = owner(launch.span)
-        if fn is not None:
-            fn.launches.append(i)
+            facts.library_calls.append((called, span))
+            if holder is not None and called not in holder.library_calls:
+                holder.library_calls.append(called)
+    for i, raw_launch in enumerate(facts.launches):
+        holder = owner(raw_launch.span)
+        if holder is not None:
+            holder.launches.append(i)
 
     facts.globals = _file_scope_variables(root)
     host_spans = [f.body_span for f in facts.functions if f.kind == "function"]
@@ -556,9 +557,10 @@ class _SourceCache:
         with self._lock:
             self._facts[data] = facts
             self._trees[data] = tree
-            for store, size in zip((self._facts, self._trees), self._sizes, strict=True):
-                while len(store) > size:
-                    store.popitem(last=False)
+            while len(self._facts) > self._sizes[0]:
+                self._facts.popitem(last=False)
+            while len(self._trees) > self._sizes[1]:
+                self._trees.popitem(last=False)
         return facts
 
 

@@ -183,9 +183,9 @@ def host_facts(fn: Node, declarator: Node, body: Node) -> HostFacts:
                 out.aliases[name] = source
     for args in found.get("args", []):
         for arg in args.named_children:
-            name = root_name(arg)
-            if name is not None:
-                out.passed.add(name)
+            passed = root_name(arg)
+            if passed is not None:
+                out.passed.add(passed)
             elif arg.type == "lambda_expression":  # AT_DISPATCH_...([&] { ... })
                 out.passed.add("*")
     for call in found.get("call", []):
@@ -196,25 +196,24 @@ def host_facts(fn: Node, declarator: Node, body: Node) -> HostFacts:
             roots = [root_name(a) for a in args_node.named_children] if args_node else []
             out.calls.append((text(callee), roots))
         if receiver is not None:
-            name = root_name(receiver)
+            target = root_name(receiver)
             if (
-                name is not None
+                target is not None
                 and method.endswith("_")
                 and not method.startswith("_")
                 and method not in _NOT_MUTATIONS
             ):
-                out.mutations.append((name, f"{method}()", (call.start_byte, call.end_byte)))
+                out.mutations.append((target, f"{method}()", (call.start_byte, call.end_byte)))
             if method == "cpu" or method == "accessor":
                 out.cpu.append(((call.start_byte, call.end_byte), f".{method}()"))
             continue
-        fn = call.child_by_field_name("function")
-        args = call.child_by_field_name("arguments")
-        name = text(fn).rsplit("::", 1)[-1] if fn is not None else ""
-        first = args.named_children[0] if args is not None and args.named_children else None
-        if _MEM_WRITES.match(name) or (name.endswith("_") and "::" in text(fn)):
+        callee_node = call.child_by_field_name("function")
+        first = args_node.named_children[0] if args_node and args_node.named_children else None
+        called = text(callee_node).rsplit("::", 1)[-1]
+        if _MEM_WRITES.match(called) or (called.endswith("_") and "::" in text(callee_node)):
             target = root_name(first)
             if target is not None:
-                out.mutations.append((target, f"{name}(...)", (call.start_byte, call.end_byte)))
+                out.mutations.append((target, f"{called}(...)", (call.start_byte, call.end_byte)))
     for ident in found.get("cpu", []):
         out.cpu.append(((ident.start_byte, ident.end_byte), text(ident)))
     for clause in found.get("catch", []):

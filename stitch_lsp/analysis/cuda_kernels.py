@@ -303,7 +303,11 @@ def _use(ident: Node) -> tuple[str, Node | None]:
         elif kind == "argument_list":
             call = parent.parent
             fn = call.child_by_field_name("function") if call is not None else None
-            if fn is not None and re.match(r"^(reinterpret|static|const)_cast\b", text(fn)):
+            if (
+                call is not None
+                and fn is not None
+                and re.match(r"^(reinterpret|static|const)_cast\b", text(fn))
+            ):
                 node, parent = call, call.parent
                 continue
             if (

@@ -182,13 +182,13 @@ def _collect_nodes(nodes: list[Node], out: dict[str, list[_Binding]], fn: Node |
                     )
                 stack.append(right)
         elif kind == "named_expression":
-            name, value = node.child_by_field_name("name"), node.child_by_field_name("value")
-            if name is not None and value is not None:
-                out.setdefault(text(name), []).append(_Binding(node.start_byte, "value", value))
+            target, value = node.child_by_field_name("name"), node.child_by_field_name("value")
+            if target is not None and value is not None:
+                out.setdefault(text(target), []).append(_Binding(node.start_byte, "value", value))
         elif kind in ("function_definition", "class_definition"):
-            name = node.child_by_field_name("name")
-            if name is not None:
-                out.setdefault(text(name), []).append(_Binding(node.start_byte, "def", node))
+            defined = node.child_by_field_name("name")
+            if defined is not None:
+                out.setdefault(text(defined), []).append(_Binding(node.start_byte, "def", node))
         elif kind == "global_statement" and fn is not None:
             for ident in node.named_children:
                 out.setdefault(text(ident), []).append(_Binding(node.start_byte, "global", None))
@@ -413,7 +413,10 @@ class Resolver:
                 return None
             return self.resolve(value, depth + 1)
         if b.kind == "param":
-            fn, _, name, default = b.payload  # type: ignore[misc]
+            assert isinstance(b.payload, tuple)
+            fn: Node = b.payload[0]
+            name: str = b.payload[2]
+            default: Node | None = b.payload[3]
             for arg, _caller in self._args.get(fn.id, {}).get(name, []):
                 found = self.resolve(arg, depth + 1)
                 if found is not None:

@@ -313,7 +313,7 @@ def parameter_only_locals(fn: Node) -> set[str]:
 
 
 def _collect_torch_ops(
-    ctx: CandidateContext, fn: Node, calls: list[Call], static_names: set[str]
+    ctx: CandidateContext, fn: Node, calls: list[Call], static_names: set[str] | frozenset[str]
 ) -> None:
     static: set[str] | None = None
     for call in calls:

@@ -150,8 +150,8 @@ def check_file_wide(ctx: CandidateContext, roots: list[Node], data: bytes) -> No
         for call in grammars.captures("python", "function_body", stmt).get("call", []):
             calls[call.id] = call
     for _, fn in ctx.code:  # names bound inside functions (`S = torch.cuda.Stream` in forward)
-        for call in ctx.calls(fn):
-            calls.setdefault(call.node.id, call.node)
+        for resolved in ctx.calls(fn):
+            calls.setdefault(resolved.node.id, resolved.node)
     for call in sorted(calls.values(), key=lambda n: n.start_byte):
         if _outside_reference(ctx, call):
             _call_tricks(ctx, call)
@@ -178,9 +178,8 @@ def _timer_patches(ctx: CandidateContext, found: dict[str, list[Node]]) -> None:
     for call, args in zip(found.get("setattr", []), found.get("setattr.args", []), strict=False):
         items = args.named_children[:2]
         names = " ".join(text(a) for a in items)
-        names += " " + " ".join(
-            str(ctx.resolver.resolve(a).name) for a in items if ctx.resolver.resolve(a)
-        )
+        refs = [ctx.resolver.resolve(a) for a in items]
+        names += " " + " ".join(r.name for r in refs if r is not None)
         if _TIMER_NAMES.search(names) and re.search(r"torch|time|cuda|Event", names):
             ctx.add(
                 call,
