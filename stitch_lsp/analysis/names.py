@@ -207,6 +207,11 @@ class Resolver:
         self._self_attrs: dict[int, dict[str, list[tuple[Node, Node]]]] = {}
         # Arguments seen at call sites of this file's functions: fn id -> param -> [(arg, caller)]
         self._args: dict[int, dict[str, list[tuple[Node, Node | None]]]] = {}
+        self._memo: dict[int, Ref | None] = {}
+
+    def forget(self) -> None:
+        """Drop remembered answers: call arguments noted since may resolve parameters now."""
+        self._memo.clear()
 
     # -- scopes -----------------------------------------------------------------------------
     def module_bindings(self) -> dict[str, list[_Binding]]:
@@ -328,6 +333,15 @@ class Resolver:
         """What `node` (an expression) stands for, or None when the source does not say."""
         if node is None or depth > _MAX_DEPTH:
             return None
+        if depth == 0:
+            if node.id in self._memo:
+                return self._memo[node.id]
+            found = self._resolve(node, 0)
+            self._memo[node.id] = found
+            return found
+        return self._resolve(node, depth)
+
+    def _resolve(self, node: Node, depth: int) -> Ref | None:
         kind = node.type
         if kind == "identifier":
             return self._name(text(node), node, depth)

@@ -123,6 +123,7 @@ class CandidateContext:
 
     def forget_calls(self) -> None:
         self._calls.clear()
+        self.resolver.forget()
 
 
 def code_set(ctx: CandidateContext) -> list[tuple[PyClass | None, Node]]:
