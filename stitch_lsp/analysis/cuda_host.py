@@ -56,6 +56,8 @@ _AMBIGUOUS = frozenset(
         "ceil",
     ]
 )
+# Host code that works on CPU memory: torch::kCPU, cudaMemcpyDeviceToHost, Device("cpu").
+_CPU_NEEDLES = (b"kCPU", b"cudaMemcpyDeviceToHost", b'"cpu"')
 _CALL_OR_NOT = frozenset(
     {"call_expression", "comment", "string_literal", "raw_string_literal", "translation_unit"}
 )
@@ -181,20 +183,18 @@ def host_facts(fn: Node, declarator: Node, body: Node) -> HostFacts:
             source = _aliased(value)
             if source is not None:
                 out.aliases[name] = source
-    for args in found.get("args", []):
-        for arg in args.named_children:
-            passed = root_name(arg)
-            if passed is not None:
-                out.passed.add(passed)
-            elif arg.type == "lambda_expression":  # AT_DISPATCH_...([&] { ... })
-                out.passed.add("*")
     for call in found.get("call", []):
         receiver, method = _method(call)
         args_node = call.child_by_field_name("arguments")
+        arg_nodes = args_node.named_children if args_node is not None else []
+        roots = [root_name(a) for a in arg_nodes]
+        for arg, passed in zip(arg_nodes, roots, strict=True):
+            if passed is not None:
+                out.passed.add(passed)  # everything handed to a call may be written by it
+            elif arg.type == "lambda_expression":  # AT_DISPATCH_...([&] { ... })
+                out.passed.add("*")
         if receiver is None and not any(c.type == "kernel_call_syntax" for c in call.children):
-            callee = call.child_by_field_name("function")
-            roots = [root_name(a) for a in args_node.named_children] if args_node else []
-            out.calls.append((text(callee), roots))
+            out.calls.append((text(call.child_by_field_name("function")), roots))
         if receiver is not None:
             target = root_name(receiver)
             if (
@@ -214,8 +214,15 @@ def host_facts(fn: Node, declarator: Node, body: Node) -> HostFacts:
             target = root_name(first)
             if target is not None:
                 out.mutations.append((target, f"{called}(...)", (call.start_byte, call.end_byte)))
-    for ident in found.get("cpu", []):
-        out.cpu.append(((ident.start_byte, ident.end_byte), text(ident)))
+    data = body.text or b""
+    for needle in _CPU_NEEDLES:
+        at = data.find(needle)
+        while at != -1:
+            inner = body.start_byte + at + (1 if needle.startswith(b'"') else 0)
+            node = body.descendant_for_byte_range(inner, inner + 1)
+            if node is not None and node.type in ("identifier", "string_content"):
+                out.cpu.append(((node.start_byte, node.end_byte), text(node)))
+            at = data.find(needle, at + len(needle))
     for clause in found.get("catch", []):
         body_node = clause.child_by_field_name("body")
         returns = body_node is not None and any(
