@@ -219,9 +219,9 @@ def host_facts(fn: Node, declarator: Node, body: Node) -> HostFacts:
         at = data.find(needle)
         while at != -1:
             inner = body.start_byte + at + (1 if needle.startswith(b'"') else 0)
-            node = body.descendant_for_byte_range(inner, inner + 1)
-            if node is not None and node.type in ("identifier", "string_content"):
-                out.cpu.append(((node.start_byte, node.end_byte), text(node)))
+            hit = body.descendant_for_byte_range(inner, inner + 1)
+            if hit is not None and hit.type in ("identifier", "string_content"):
+                out.cpu.append(((hit.start_byte, hit.end_byte), text(hit)))
             at = data.find(needle, at + len(needle))
     for clause in found.get("catch", []):
         body_node = clause.child_by_field_name("body")
