@@ -11,6 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from tree_sitter import Node, Tree
 
@@ -352,6 +353,55 @@ def _referenced(root: Node, data: bytes, names: set[str]) -> set[str]:
     return out
 
 
+class _FunctionMemo:
+    """What one function does, keyed by its own text: typing in one kernel of a long CUDA
+    string leaves the other functions' facts as they were."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Any:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_FUNCTIONS = _FunctionMemo()
+
+
+def _kernel_use_cached(
+    definition: Node, declarator: Node, body: Node, data: bytes, dead: list[Span]
+) -> KernelUse:
+    start, end = definition.start_byte, definition.end_byte
+    inside = tuple((a - start, b - start) for a, b in dead if start <= a and b <= end)
+    key = ("kernel", data[start:end], inside)
+    found = _FUNCTIONS.get(key)
+    if found is None:
+        found = kernel_use(definition, declarator, body, data, dead)
+        _FUNCTIONS.put(key, found)
+    return found
+
+
+def _host_facts_cached(definition: Node, declarator: Node, body: Node, data: bytes) -> HostFacts:
+    start, end = definition.start_byte, definition.end_byte
+    key = ("host", data[start:end])
+    found = _FUNCTIONS.get(key)
+    if found is None:
+        found = host_facts(definition, declarator, body).shifted(-start)
+        _FUNCTIONS.put(key, found)
+    return found.shifted(start)
+
+
 def _function_definitions(root: Node) -> list[tuple[RawFunction, Node, Node, Node]]:
     """Each function definition with its (definition, declarator, body) nodes, in order.
 
@@ -433,9 +483,9 @@ def extract(root: Node, data: bytes) -> CudaFacts:
     ]
     for raw, definition, declarator, body in definitions:
         if raw.kind == "kernel":
-            raw.use = kernel_use(definition, declarator, body, data, always_dead)
+            raw.use = _kernel_use_cached(definition, declarator, body, data, always_dead)
         elif raw.kind == "function":
-            raw.host = host_facts(definition, declarator, body)
+            raw.host = _host_facts_cached(definition, declarator, body, data)
     facts.launches = _launches(root, data, evaluator)
 
     shared_decls = _enclosing(root, grammars.find_all(data, (b"__shared__",)), "declaration")

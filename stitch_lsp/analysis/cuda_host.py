@@ -82,6 +82,29 @@ class HostFacts:
     # Calls other than launches: (callee as written, the variable of each argument).
     calls: list[tuple[str, list[str | None]]] = field(default_factory=list)
 
+    def shifted(self, delta: int) -> HostFacts:
+        """The same facts for the function moved by `delta` bytes in its source."""
+        if delta == 0:
+            return self
+
+        def m(span: Span) -> Span:
+            return span[0] + delta, span[1] + delta
+
+        return HostFacts(
+            params=self.params,
+            tensor_params=self.tensor_params,
+            returns=[(m(sp), root, ctor) for sp, root, ctor in self.returns],
+            allocs={k: (ctor, m(sp)) for k, (ctor, sp) in self.allocs.items()},
+            aliases=self.aliases,
+            passed=self.passed,
+            mutations=[(n, how, m(sp)) for n, how, sp in self.mutations],
+            catches=[(m(sp), r) for sp, r in self.catches],
+            statics=[(n, t, m(sp)) for n, t, sp in self.statics],
+            compares=[(sides, m(sp)) for sides, sp in self.compares],
+            cpu=[(m(sp), w) for sp, w in self.cpu],
+            calls=self.calls,
+        )
+
     def origin(self, name: str | None) -> str | None:
         """Follow `auto xc = x.contiguous();` back to `x`."""
         seen = 0
