@@ -114,8 +114,7 @@ class _RunHits:
         self, roots: list[Node], data: bytes, needles: tuple[bytes, ...], pattern: re.Pattern | None
     ) -> list[int]:
         out: list[int] = []
-        for root in roots:
-            start, end = root.start_byte, root.end_byte
+        for start, end in _chunks(roots, len(data)):
             segment = data[start:end]
             digest = hashlib.blake2b(segment, digest_size=16).digest()
             key = (needles, pattern.pattern if pattern is not None else None, digest)
@@ -133,6 +132,28 @@ class _RunHits:
                         self._hits.popitem(last=False)
             out.extend(start + at for at in found)
         return out
+
+
+_CHUNK_BYTES = 8192
+
+
+def _chunks(roots: list[Node], size: int) -> list[tuple[int, int]]:
+    """Byte ranges to scan: each run, and a large run (a whole file that does not parse, or
+    one long statement run) cut at its top-level statements into pieces of about 8 KB, so an
+    edit changes one piece. Needles do not span lines, and cuts are at statement starts."""
+    out: list[tuple[int, int]] = []
+    for root in roots:
+        start, end = root.start_byte, min(root.end_byte, size)
+        if end - start <= 2 * _CHUNK_BYTES:
+            out.append((start, end))
+            continue
+        cut = start
+        for child in root.children:
+            if child.start_byte - cut >= _CHUNK_BYTES and child.start_point[1] == 0:
+                out.append((cut, child.start_byte))
+                cut = child.start_byte
+        out.append((cut, end))
+    return out
 
 
 _RUN_HITS = _RunHits()
