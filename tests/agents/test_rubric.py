@@ -91,3 +91,13 @@ def test_compliance_follows_the_stage(tmp_path):
         prev.model_copy(update={"code": "x"}),
     )
     assert faster.compliance.score == 5
+
+
+@pytest.mark.parametrize("code", ["lazy-tensor", "cpu-compute", "input-mutation"])
+def test_every_static_hack_rule_counts_as_a_hack(tmp_path, code):
+    """The rules added for disguised cheating cost the anti-hacking score like the older ones."""
+    plan = plan_from_analysis(fake_analysis(tmp_path, None))
+    hack = Finding(path="c.py", line=3, severity=Severity.error, code=f"stitch.{code}", message="x")
+    v = Verdict(status="passed", speedup=1.0, diagnostics=[hack])
+    r = score_rules(candidate("VERDICT passed"), v, CoderStage.draft, plan, None)
+    assert r.major_hack and reward(r, v, CoderStage.draft) == 0.0
