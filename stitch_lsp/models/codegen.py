@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn"]
+GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]
 
 
 class FusionGroup(BaseModel):

@@ -11,12 +11,17 @@ import pytest
 
 from .helpers import generate_for, write_problem
 from .problems import PROBLEMS
+from .problems_l3 import EINOPS, L3, SMALL_LEVEL3, small_level3
 
 _NAME = re.compile(r'load_cuda\(CUDA_SOURCE, name="(\w+)",\s*libraries=\(([^)]*)\)\)')
 
 
 def _prebuild(folder: Path) -> None:
-    _prebuild_sources(folder, PROBLEMS)
+    from tests.conftest import KERNELBENCH
+
+    problems = dict(PROBLEMS) | L3 | EINOPS
+    problems |= {"s" + n: small_level3(KERNELBENCH, n) for n in SMALL_LEVEL3}
+    _prebuild_sources(folder, problems)
 
 
 def _prebuild_sources(folder: Path, problems: dict[str, str]) -> None:
@@ -24,7 +29,10 @@ def _prebuild_sources(folder: Path, problems: dict[str, str]) -> None:
 
     jobs = []
     for name, source in problems.items():
-        cand = generate_for(write_problem(folder, name, source))
+        try:
+            cand = generate_for(write_problem(folder, name, source))
+        except Exception:  # the test that needs it reports the failure
+            continue
         if not cand.handled or not cand.source or not cand.cuda_source:
             continue
         m = _NAME.search(cand.source)
@@ -45,7 +53,8 @@ def _prebuild_for_gpu(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
     from tests.conftest import gpu_reason
 
     wants_gpu = any(
-        "gpu" in item.keywords and "test_gpu_correctness" in item.nodeid
+        "gpu" in item.keywords
+        and ("test_gpu_correctness" in item.nodeid or "test_gpu_l3" in item.nodeid)
         for item in request.session.items
     )
     if wants_gpu and gpu_reason() is None:

@@ -210,7 +210,7 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
         problem("", "return torch.argmax(x, dim=1) * 2", "torch.randn(4, 9)"),
         "argmax",
     ),
-    "cumsum": (problem("", "return torch.cumsum(x, dim=1)", "torch.randn(4, 9)"), "cumsum"),
+    "cumprod": (problem("", "return torch.cumprod(x, dim=1)", "torch.randn(4, 9)"), "cumprod"),
     "dropout_train": (
         problem("self.d = nn.Dropout(0.5)", "return self.d(x)", "torch.randn(4, 9)"),
         "dropout",

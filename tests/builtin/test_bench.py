@@ -45,7 +45,7 @@ def test_summary_figures() -> None:
             compile_ms=0.5,
         ),
         BenchRow(problem="c", handled=True, correct=False, status="incorrect"),
-        BenchRow(problem="d", handled=False, reason="cumsum is not supported"),
+        BenchRow(problem="d", handled=False, reason="cumprod is not supported"),
     ]
     s = summarise(rows)
     assert (s.problems, s.handled, s.correct) == (4, 3, 2)
@@ -65,7 +65,7 @@ def test_bench_without_gpu_generates_and_reports(
     probs = tmp_path / "problems"
     probs.mkdir()
     (probs / "1_softmax.py").write_text(PROBLEMS["softmax_rows"])
-    (probs / "2_cumsum.py").write_text(UNSUPPORTED["cumsum"][0])
+    (probs / "2_cumprod.py").write_text(UNSUPPORTED["cumprod"][0])
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     out = tmp_path / "bench.json"
     rc = main(["bench", str(probs), "--json", str(out), "--out", str(tmp_path / "cands")])
@@ -73,12 +73,12 @@ def test_bench_without_gpu_generates_and_reports(
     data = json.loads(out.read_text())
     rows = {r["problem"]: r for r in data["rows"]}
     assert rows["1_softmax"]["handled"] and rows["1_softmax"]["status"] == "not verified"
-    assert not rows["2_cumsum"]["handled"] and "cumsum" in rows["2_cumsum"]["reason"]
+    assert not rows["2_cumprod"]["handled"] and "cumprod" in rows["2_cumprod"]["reason"]
     assert data["summary"]["coverage"] == 0.5
     assert (tmp_path / "cands" / "1_softmax_builtin.py").is_file()
     md = out.with_suffix(".md").read_text()
     assert "| 1_softmax | yes | not verified |" in md and "coverage: 1/2" in md
-    assert "| 2_cumsum | no | no |" in md
+    assert "| 2_cumprod | no | no |" in md
     assert "1_softmax" in capsys.readouterr().out
 
 

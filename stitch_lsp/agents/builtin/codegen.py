@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stitch_lsp.agents.builtin.catalog import EW
 from stitch_lsp.agents.builtin.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
-from stitch_lsp.agents.builtin.partition import Group
+from stitch_lsp.agents.builtin.layout import blas_operand, index_expr
+from stitch_lsp.agents.builtin.partition import Group, reads
 from stitch_lsp.agents.builtin.recurrent import outputs_needed, rnn_launcher, rnn_preamble
 from stitch_lsp.agents.builtin.templates import (
     CUBLAS_PREAMBLE,
@@ -117,7 +119,13 @@ class _GroupGen:
         self.nodes = {n.vid: n for n in group.nodes}
         self.red_scope: _Scope | None = None
         self.tmp = 0
-        biggest = max([group.full_numel, *(numel(u.shape) for n in group.nodes for u in n.uses)])
+        biggest = max(
+            [
+                group.full_numel,
+                *(numel(u.shape) for n in group.nodes for u in n.uses),
+                *(numel(graph.shape_of(u.vid)) for n in group.nodes for u in n.uses),
+            ]
+        )
         self.idx_t = "long long" if biggest > INT32_LIMIT else "int"
         self.arg_index: dict[str, str] = {}  # arg-reduction state -> index along the reduced dim
 
@@ -134,9 +142,12 @@ class _GroupGen:
             raise Unsupported(f"internal: reduction %{vid} used before its pass")
         if node.kind == "pool":
             return self.pool(node, scope)
+        if node.kind == "gather":
+            return self.gather(node, scope)
         args = [self.operand(a, node.shape, scope) for a in node.args]
         name = f"v{vid}" if vid >= 0 else f"vp{-vid}"
-        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params)};")
+        coords = _coords(scope.index, node.shape) if EW[node.fn].index else None
+        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params, coords)};")
         scope.memo[vid] = name
         return name
 
@@ -191,7 +202,11 @@ class _GroupGen:
             return float_literal(a.value)
         if a.vid in self.nodes:
             return self.value(a.vid, scope)
+        if a.vid in self.graph.recomputed:
+            return self.inline(a, consumer, scope)
         arg = self.arg_of[a.vid]
+        if a.strided or a.trans or not arg.ctype.startswith("const float"):
+            return self.load_strided(a, consumer, scope)
         offset, identity = bcast_offset(scope.index, consumer, a.shape)
         key = (arg.name, offset)
         if key in scope.memo:
@@ -205,6 +220,139 @@ class _GroupGen:
         name = f"x{len(scope.memo)}_{arg.name}"
         scope.lines.append(f"const float {name} = {expr};")
         scope.memo[key] = name
+        return name
+
+    # -- strided reads, recomputed values, gathers ---------------------------------------------
+    def load_strided(self, a: Use, consumer: Shape, scope: _Scope) -> str:
+        """A stored value read through its use's strides (permute, slice, expand), or a bool."""
+        arg = self.arg_of[a.vid]
+        offset, _ = index_expr(scope.index, consumer, a)
+        key = (arg.name, offset)
+        if key in scope.memo:
+            return scope.memo[key]
+        if arg.ctype.startswith("const bool"):
+            expr = f"({arg.name}[{offset}] ? 1.f : 0.f)"
+        elif arg.ctype.startswith("const long long"):
+            expr = f"(float){arg.name}[{offset}]"
+        else:
+            expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
+        name = f"x{len(scope.memo)}_{arg.name}"
+        scope.lines.append(f"const float {name} = {expr};")
+        scope.memo[key] = name
+        return name
+
+    def inline(self, a: Use, consumer: Shape, scope: _Scope) -> str:
+        """A recomputed value (a mask, a filled tensor) evaluated at the element `a` reads."""
+        if a.strided or a.trans:
+            at, _ = index_expr(scope.index, consumer, a)
+        else:
+            at, _ = bcast_offset(scope.index, consumer, a.shape)
+        key = ("inline", a.vid, at)
+        if key in scope.memo:
+            return scope.memo[key]
+        node = self.graph.node(a.vid)
+        assert node is not None
+        self.tmp += 1
+        mine = self.tmp
+        idx = f"i{mine}"
+        scope.lines.append(f"const idx_t {idx} = {at};")
+        sub = _Scope(scope.space, idx, lines=scope.lines, memo=scope.memo)
+        args = [self.operand(x, node.shape, sub) for x in node.args]
+        coords = _coords(idx, node.shape) if EW[node.fn].index else None
+        name = f"r{mine}"
+        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params, coords)};")
+        scope.memo[key] = name
+        return name
+
+    def read_at(self, u: Use, shape: Shape, index: str, lines: list[str]) -> str:
+        """The value of `u` (of logical `shape`) at flat `index`; its loads go to `lines`."""
+        return self.operand(u, shape, _Scope("full", index, lines=lines, memo={}))
+
+    def gather(self, node: Node, scope: _Scope) -> str:
+        """Concatenation and padding: each output element reads one stored input element."""
+        name = f"v{node.vid}"
+        i = scope.index
+        lines: list[str] = []
+        if node.fn == "cat":
+            dim = int(node.params["dim"])  # type: ignore[arg-type]
+            sizes = [int(x) for x in node.params["sizes"]]  # type: ignore[union-attr]
+            inner = numel(node.shape[dim + 1 :])
+            total = node.shape[dim]
+            c, o, r = f"c{node.vid}", f"o{node.vid}", f"r{node.vid}"
+            lines += [
+                f"float {name};",
+                "{",
+                f"  const idx_t {c} = ({i} / {inner}) % {total};"
+                if inner != 1
+                else f"  const idx_t {c} = {i} % {total};",
+                f"  const idx_t {o} = {i} / {inner * total};",
+                f"  const idx_t {r} = {i} % {inner};" if inner != 1 else f"  const idx_t {r} = 0;",
+            ]
+            start = 0
+            for k, (u, size) in enumerate(zip(node.args, sizes, strict=True)):
+                assert isinstance(u, Use)
+                if k == 0:
+                    lines.append(f"  if ({c} < {start + size}) {{")
+                elif k < len(sizes) - 1:
+                    lines.append(f"  }} else if ({c} < {start + size}) {{")
+                else:
+                    lines.append("  } else {")
+                j = f"j{node.vid}_{k}"
+                body = [f"const idx_t {j} = ({o} * {size} + ({c} - {start})) * {inner} + {r};"]
+                v = self.read_at(u, u.shape, j, body)
+                body.append(f"{name} = {v};")
+                lines += _indent(body, 4)
+                start += size
+            lines += ["  }", "}"]
+        elif node.fn == "pad":
+            (u,) = node.args
+            assert isinstance(u, Use)
+            before = [int(x) for x in node.params["before"]]  # type: ignore[union-attr]
+            value = float_literal(float(node.params["value"]))  # type: ignore[arg-type]
+            out, inp = node.shape, u.shape
+            lines += [f"float {name} = {value};", "{"]
+            conds, terms = [], []
+            stride_o = 1
+            stride_i = 1
+            for d in range(len(out) - 1, -1, -1):
+                od = f"({i} / {stride_o}) % {out[d]}" if stride_o != 1 else f"{i} % {out[d]}"
+                if d == 0:
+                    od = f"{i} / {stride_o}" if stride_o != 1 else i
+                cd = f"p{node.vid}_{d}"
+                lines.append(f"  const idx_t {cd} = ({od}) - {before[d]};")
+                if out[d] != inp[d] or before[d] != 0:
+                    conds.append(f"{cd} >= 0 && {cd} < {inp[d]}")
+                terms.append(f"{cd} * {stride_i}" if stride_i != 1 else cd)
+                stride_o *= out[d]
+                stride_i *= inp[d]
+            j = f"j{node.vid}"
+            body = [f"const idx_t {j} = {' + '.join(reversed(terms)) or '0'};"]
+            v = self.read_at(u, u.shape, j, body)
+            body.append(f"{name} = {v};")
+            lines.append(f"  if ({' && '.join(conds) or 'true'}) {{")
+            lines += _indent(body, 4)
+            lines += ["  }", "}"]
+        elif node.fn == "embedding":
+            w, ids = node.args
+            assert isinstance(w, Use) and isinstance(ids, Use)
+            d = w.shape[1]
+            e, row, j = f"e{node.vid}", f"w{node.vid}", f"j{node.vid}"
+            at, _ = index_expr(e, ids.shape, ids)
+            lines += [
+                f"float {name};",
+                "{",
+                f"  const idx_t {e} = {i} / {d};",
+                f"  const idx_t {row} = (idx_t){self.arg_of[ids.vid].name}[{at}];",
+            ]
+            body = [f"const idx_t {j} = {row} * {d} + {i} % {d};"]
+            v = self.read_at(w, w.shape, j, body)
+            body.append(f"{name} = {v};")
+            lines += _indent(body, 2)
+            lines.append("}")
+        else:
+            raise Unsupported(f"{node.origin}: gather {node.fn} has no code generator")
+        scope.lines += lines
+        scope.memo[node.vid] = name
         return name
 
     # -- loops -----------------------------------------------------------------------------------
@@ -266,6 +414,15 @@ def _rename_outs(line: str, outs: list[str], sfx: str) -> str:
     return line
 
 
+def _coords(index: str, shape: Shape) -> tuple[str, str]:
+    """(row, col) of a flat index in the last two dims of `shape`."""
+    cols = shape[-1] if shape else 1
+    rows = shape[-2] if len(shape) >= 2 else 1
+    col = f"({index} % {cols})"
+    row = f"(({index} / {cols}) % {rows})" if rows != 1 else "0"
+    return row, col
+
+
 def _indent(lines: list[str], n: int) -> list[str]:
     return [(" " * n + s) if s else s for s in lines]
 
@@ -291,7 +448,7 @@ class Codegen:
             for u in s.uses[2:]:
                 inout.add(u.vid)
         for n in g.nodes + g.sinks:
-            for u in n.uses:
+            for u in reads(self.graph, n, self.graph.recomputed):
                 if (u.vid in self.owner and self.owner[u.vid] is g) or u.vid in seen:
                     continue
                 if u.vid in inout:
@@ -299,7 +456,7 @@ class Codegen:
                     ctype = "long long*" if leaf.dtype == "int64" else "float*"
                     a = Arg(f"io{len(seen)}", u.vid, ctype, "inout")
                 else:
-                    a = Arg(f"in{len(seen)}", u.vid, "const float* __restrict__", "in")
+                    a = Arg(f"in{len(seen)}", u.vid, _in_ctype(self.graph, u.vid), "in")
                 seen[u.vid] = a
                 args.append(a)
         for k, vid in enumerate(g.outputs):
@@ -797,8 +954,13 @@ class Codegen:
         m, k = a.shape[-2], a.shape[-1]
         n = b.shape[-1]
         # Row-major C = A B is column-major C^T = B^T A^T: pass B first.
-        op_b, ldb = ("CUBLAS_OP_T", k) if b.trans else ("CUBLAS_OP_N", n)
-        op_a, lda = ("CUBLAS_OP_T", m) if a.trans else ("CUBLAS_OP_N", k)
+        tb, ldb, sb, offb = blas_operand(b)
+        ta, lda, sa, offa = blas_operand(a)
+        op_b = "CUBLAS_OP_T" if tb else "CUBLAS_OP_N"
+        op_a = "CUBLAS_OP_T" if ta else "CUBLAS_OP_N"
+        pa = f"a + {offa}" if offa else "a"
+        pb = f"b + {offb}" if offb else "b"
+        what_views = " (strided operands)" if a.strided or b.strided else ""
         args = [Arg("a", a.vid, "const float*", "in"), Arg("b", b.vid, "const float*", "in")]
         if bias is not None:
             args.append(Arg("bias", bias.vid, "const float*", "in"))
@@ -806,7 +968,7 @@ class Codegen:
         params = ", ".join(f"{x.ctype} {x.name}" for x in args)
         what = (
             f"// {node.origin}: C[{batch}x{m}x{n}] = A[{m}x{k}]{'^T' if a.trans else ''} "
-            f"* B[{k}x{n}]{'^T' if b.trans else ''}"
+            f"* B[{k}x{n}]{'^T' if b.trans else ''}{what_views}"
         )
         if bias is not None:
             relu = "true" if epilogue == "relu_bias" else "false"
@@ -827,7 +989,7 @@ class Codegen:
                     "CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));",
                     "  const float alpha = 1.f, beta = 0.f;",
                     "  const cublasStatus_t st = cublasLtMatmul(stitch_cublaslt(), plans[dev].op, "
-                    "&alpha, b, plans[dev].a, a, plans[dev].b, &beta, c, plans[dev].c, c, "
+                    f"&alpha, {pb}, plans[dev].a, {pa}, plans[dev].b, &beta, c, plans[dev].c, c, "
                     "plans[dev].c, &plans[dev].algo, ws, STITCH_LT_WORKSPACE, stream);",
                     "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
                     "  return (int)cudaGetLastError();",
@@ -837,11 +999,11 @@ class Codegen:
             return GroupKernel(g, g.name, args, src, f"{node.origin}{fused} (cuBLASLt epilogue)")
         call = (
             f"cublasGemmStridedBatchedEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, "
-            f"b, CUDA_R_32F, {ldb}, {k * n}LL, a, CUDA_R_32F, {lda}, {m * k}LL, &beta, "
+            f"{pb}, CUDA_R_32F, {ldb}, {sb}LL, {pa}, CUDA_R_32F, {lda}, {sa}LL, &beta, "
             f"c, CUDA_R_32F, {n}, {m * n}LL, {batch}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
             if batch > 1
-            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, b, CUDA_R_32F, {ldb}, "
-            f"a, CUDA_R_32F, {lda}, &beta, c, CUDA_R_32F, {n}, CUBLAS_COMPUTE_32F, "
+            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, {pb}, CUDA_R_32F, {ldb}, "
+            f"{pa}, CUDA_R_32F, {lda}, &beta, c, CUDA_R_32F, {n}, CUBLAS_COMPUTE_32F, "
             "CUBLAS_GEMM_DEFAULT)"
         )
         src = "\n".join(
@@ -870,6 +1032,77 @@ class Codegen:
         args.append(Arg("ws", -1, "unsigned char*", "ws", launch.ws_bytes))
         return GroupKernel(g, g.name, args, launch.source, launch.comment)
 
+    # -- scan ----------------------------------------------------------------------------------
+    def scan(self, g: Group) -> GroupKernel:
+        """A prefix sum along one dim. Along the contiguous last dim: one warp per row, 32
+        elements per step (shuffle scan plus a carry); along another dim: one thread per
+        column, sequential down the column (neighbouring threads read neighbouring columns)."""
+        node = g.nodes[0]
+        (x,) = node.uses
+        axis = int(node.params["axis"])  # type: ignore[arg-type]
+        shape = node.shape
+        k1, r, k2 = numel(shape[:axis]), shape[axis], numel(shape[axis + 1 :])
+        args = self._args(g)
+        gen = _GroupGen(self.graph, g, {a.vid: a for a in args})
+        out = args[-1].name
+        load: list[str] = []
+        v = gen.read_at(x, x.shape, "f", load)
+        sig = self._signature(g.name, args)
+        names = ", ".join(a.name for a in args)
+        head = [
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
+            f"  typedef {gen.idx_t} idx_t;",
+            f"  constexpr idx_t K1 = {k1}, R = {r}, K2 = {k2};",
+        ]
+        if k2 == 1:
+            body = [
+                "  const int lane = threadIdx.x & 31;",
+                "  const idx_t warp = ((idx_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;",
+                "  const idx_t warps = ((idx_t)gridDim.x * blockDim.x) >> 5;",
+                "  for (idx_t row = warp; row < K1; row += warps) {",
+                "    float carry = 0.f;",
+                "    for (idx_t j0 = 0; j0 < R; j0 += 32) {",
+                "      const idx_t j = j0 + lane;",
+                "      float v = 0.f;",
+                "      if (j < R) {",
+                "        const idx_t f = row * R + j;",
+                *_indent(load, 8),
+                f"        v = {v};",
+                "      }",
+                "      #pragma unroll",
+                "      for (int o = 1; o < 32; o <<= 1) {",
+                "        const float t = __shfl_up_sync(0xffffffffu, v, o);",
+                "        if (lane >= o) v += t;",
+                "      }",
+                "      v += carry;",
+                f"      if (j < R) {out}[row * R + j] = v;",
+                "      carry = __shfl_sync(0xffffffffu, v, 31);",
+                "    }",
+                "  }",
+                "}",
+            ]
+            grid = f"stitch_grid({k1} * 32LL, 256, 8)"
+        else:
+            body = [
+                "  const idx_t stride = (idx_t)gridDim.x * blockDim.x;",
+                "  for (idx_t c = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; c < K1 * K2; "
+                "c += stride) {",
+                "    const idx_t k1 = c / K2, k2 = c % K2;",
+                "    float acc = 0.f;",
+                "    for (idx_t r = 0; r < R; ++r) {",
+                "      const idx_t f = (k1 * R + r) * K2 + k2;",
+                *_indent(load, 6),
+                f"      acc += {v};",
+                f"      {out}[f] = acc;",
+                "    }",
+                "  }",
+                "}",
+            ]
+            grid = f"stitch_grid({k1 * k2}LL, 256, 8)"
+        launch = [f"{g.name}_kernel<<<{grid}, 256, 0, stream>>>({names});"]
+        src = "\n".join(head + body) + "\n\n" + self._launcher(g, args, launch)
+        return GroupKernel(g, g.name, args, src, node.origin or "cumsum")
+
     def cuda_source(self, with_gemm: bool = True) -> str:
         """The whole CUDA file. `with_gemm=False` leaves out the cuBLAS launchers, for compile
         checks on machines whose toolkit has no cuBLAS headers."""
@@ -892,6 +1125,8 @@ class Codegen:
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
                 k = self.kernel(g)
+            elif g.kind == "scan":
+                k = self.scan(g)
             elif g.kind == "gemm" and with_gemm:
                 k = self.gemm(g)
             elif g.kind == "rnn" and with_gemm:
@@ -902,6 +1137,14 @@ class Codegen:
             what = "reduction " + g.layout.describe() if g.layout else g.kind
             parts.append(f"// ---- {k.name} ({what}) fuses: {k.comment}\n{k.source}")
         return "\n\n".join(parts) + "\n"
+
+
+def _in_ctype(graph: Graph, vid: int) -> str:
+    leaf = graph.leaves.get(vid)
+    dtype = leaf.dtype if leaf is not None else "float32"
+    return {"bool": "const bool* __restrict__", "int64": "const long long* __restrict__"}.get(
+        dtype, "const float* __restrict__"
+    )
 
 
 def leaf_expr(leaf: Leaf) -> str:

@@ -1,8 +1,10 @@
 """A small, torch-free graph IR between capture and codegen.
 
-Views are not nodes: every use of a value carries the shape it is read with (all values are
-contiguous, so a reshape only changes how the flat index is split). Transposes are only allowed
-as a GEMM operand flag.
+Views are not nodes: every use of a value carries the shape it is read with. Every value is
+stored contiguously, so a reshape only changes how the flat index is split; a use may also carry
+element strides and an offset into that storage (permute, transpose, slices, expand, unfold),
+which the consumer folds into its index math. `trans` is the older GEMM-operand spelling of a
+last-two-dims transpose of a contiguous value.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Literal
+
+from stitch_lsp.agents.builtin.catalog import EW_OPS
 
 Shape = tuple[int, ...]
 
@@ -25,6 +29,13 @@ class Use:
     vid: int
     shape: Shape
     trans: bool = False  # last two dims transposed (a GEMM operand only)
+    strides: tuple[int, ...] | None = None  # element strides into vid's storage; None: contiguous
+    offset: int = 0  # element offset into vid's storage (with strides)
+
+    @property
+    def strided(self) -> bool:
+        """Read through strides (or at an offset) rather than by the consumer's flat index."""
+        return self.strides is not None or self.offset != 0
 
 
 @dataclass(frozen=True)
@@ -48,42 +59,8 @@ class Leaf:
     dtype: str = "float32"
 
 
-# Elementwise functions: name -> number of operands. Their C bodies live in templates.py.
-EW_ARITY: dict[str, int] = {
-    "add": 2,
-    "sub": 2,
-    "mul": 2,
-    "div": 2,
-    "maximum": 2,
-    "minimum": 2,
-    "pow": 2,
-    "neg": 1,
-    "abs": 1,
-    "exp": 1,
-    "log": 1,
-    "log1p": 1,
-    "sqrt": 1,
-    "rsqrt": 1,
-    "reciprocal": 1,
-    "square": 1,
-    "relu": 1,
-    "relu6": 1,
-    "leaky_relu": 1,
-    "elu": 1,
-    "selu": 1,
-    "gelu": 1,
-    "gelu_tanh": 1,
-    "sigmoid": 1,
-    "tanh": 1,
-    "silu": 1,
-    "mish": 1,
-    "hardswish": 1,
-    "hardsigmoid": 1,
-    "hardtanh": 1,
-    "softplus": 1,
-    "clamp": 1,
-    "lse_finish": 2,  # max + log(sumexp), as torch.logsumexp
-}
+# Elementwise functions: name -> number of operands (the op catalog holds them all).
+EW_ARITY: dict[str, int] = {op.name: op.arity for op in EW_OPS}
 
 # Reductions and the fields they yield. Every field has the keepdim shape of the input.
 REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -97,12 +74,22 @@ REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# ew, reduce: fused by the flat index of their group. pool, gather: fused too, but they read
+# their (materialised) input at other positions: windows, concatenation, padding, table lookups.
+# scan: a prefix sum along one dim, its own kernel. gemm, conv: vendor libraries. bn_update: the
+# running-stat side effect of a training-mode batch norm. rnn, rnn_out: a recurrent module and
+# its other results (recurrent.py).
+NodeKind = Literal[
+    "ew", "reduce", "pool", "gather", "scan", "gemm", "conv", "bn_update", "rnn", "rnn_out"
+]
+
+
 @dataclass
 class Node:
     """One op. kind 'ew' and 'reduce' are fusible; 'gemm' and 'conv' call vendor libraries."""
 
     vid: int
-    kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update", "rnn", "rnn_out"]
+    kind: NodeKind
     fn: str
     args: list[Operand]
     shape: Shape
@@ -114,6 +101,11 @@ class Node:
     def uses(self) -> list[Use]:
         return [a for a in self.args if isinstance(a, Use)]
 
+    @property
+    def dtype(self) -> str:
+        """float32, or bool for predicates (1.f / 0.f in registers), int64 for arg-reductions."""
+        return str(self.params.get("dtype", "float32"))
+
 
 @dataclass
 class Graph:
@@ -122,6 +114,7 @@ class Graph:
     outputs: list[Use] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
     defaulted: dict[str, object] = field(default_factory=dict)  # forward params left at defaults
+    recomputed: set[int] = field(default_factory=set)  # set by partition: never stored
     _next: int = 0
 
     def new_id(self) -> int:
@@ -135,7 +128,7 @@ class Graph:
 
     def add(
         self,
-        kind: Literal["ew", "reduce", "pool", "gemm", "conv", "bn_update", "rnn", "rnn_out"],
+        kind: NodeKind,
         fn: str,
         args: list[Operand],
         shape: Shape,
@@ -160,17 +153,30 @@ class Graph:
         assert node is not None, vid
         return node.shape
 
+    def prune(self) -> None:
+        """Drop nodes and leaves that nothing returned depends on (running-stat updates count)."""
+        live = {u.vid for u in self.outputs}
+        kept: list[Node] = []
+        for n in reversed(self.nodes):
+            if n.vid in live or n.kind == "bn_update":
+                kept.append(n)
+                live |= {u.vid for u in n.uses}
+        self.nodes = kept[::-1]
+        self.leaves = {
+            vid: leaf for vid, leaf in self.leaves.items() if vid in live or leaf.kind == "input"
+        }
+
     def summary(self) -> str:
         lines = []
         for leaf in self.leaves.values():
             lines.append(f"%{leaf.vid} = {leaf.kind} {leaf.expr} {list(leaf.shape)}")
+
+        def use_text(u: Use) -> str:
+            view = f"@{u.offset}{list(u.strides or ())}" if u.strided else ""
+            return f"%{u.vid}{list(u.shape)}{'^T' if u.trans else ''}{view}"
+
         for n in self.nodes:
-            args = ", ".join(
-                f"%{a.vid}{list(a.shape)}{'^T' if a.trans else ''}"
-                if isinstance(a, Use)
-                else repr(a.value)
-                for a in n.args
-            )
+            args = ", ".join(use_text(a) if isinstance(a, Use) else repr(a.value) for a in n.args)
             extra = f" {n.params}" if n.params else ""
             lines.append(f"%{n.vid} = {n.kind}.{n.fn}({args}){extra} -> {list(n.shape)}")
         lines.append("return " + ", ".join(f"%{u.vid}{list(u.shape)}" for u in self.outputs))

@@ -1,9 +1,14 @@
 """Split the IR graph into library calls and fused kernels.
 
-Heavy ops (GEMM, conv) each become a library call. Every other op joins the open fusion group
-when it can be computed from the group's flat index: elementwise ops over the group's full
-shape, reductions over one common layout, and elementwise ops on the reduced values. Anything
-else closes the group; values that cross a group boundary are written to memory.
+Heavy ops (GEMM, conv) each become a library call, and a prefix sum (scan) its own kernel.
+Every other op joins the open fusion group when it can be computed from the group's flat index:
+elementwise ops over the group's full shape, reductions over one common layout, elementwise ops
+on the reduced values, and gathers (pooling windows, concatenation, padding) that read stored
+inputs. Anything else closes the group; values that cross a group boundary are written to
+memory. A value read through strides (a permute, a slice) is read from memory too.
+
+Elementwise values computed only from constants, coordinates and buffers (masks, filled
+tensors) are not stored at all: each consumer recomputes them where it reads them.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ def layout_of(shape: Shape, axes: tuple[int, ...]) -> Layout:
 @dataclass
 class Group:
     gid: int
-    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn"]
+    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]
     nodes: list[Node] = field(default_factory=list)
     full_numel: int = 0
     layout: Layout | None = None
@@ -97,7 +102,13 @@ class Group:
 
     @property
     def name(self) -> str:
-        prefix = {"pointwise": "fused", "reduction": "fused", "gemm": "gemm", "conv": "conv"}
+        prefix = {
+            "pointwise": "fused",
+            "reduction": "fused",
+            "gemm": "gemm",
+            "conv": "conv",
+            "scan": "scan",
+        }
         if self.kind == "rnn":
             return f"stitch_{self.nodes[0].fn}_{self.gid}"
         if self.kind in ("pointwise", "reduction"):
@@ -142,8 +153,37 @@ def _red_fits(u: Use, node_shape: Shape, layout: Layout) -> bool:
     return us == keep and strip_ones(node_shape) == strip_ones(layout.shape)
 
 
+def recomputed(graph: Graph) -> set[int]:
+    """Elementwise values made only of constants, coordinates, buffers and other such values:
+    each consumer recomputes them where it reads them, so they are never stored. A value that a
+    library call, a scan, a pooling window or the caller reads is stored as usual."""
+    out = set()
+    for n in graph.nodes:
+        if n.kind != "ew" or n.dtype == "int64":
+            continue
+        ok = True
+        for a in n.args:
+            if not isinstance(a, Use):
+                continue
+            leaf = graph.leaves.get(a.vid)
+            if a.vid in out or (leaf is not None and leaf.kind == "buffer"):
+                continue
+            ok = False
+        if ok:
+            out.add(n.vid)
+    for n in graph.nodes:
+        if n.kind not in ("ew", "reduce", "gather"):
+            for u in n.uses:
+                out.discard(u.vid)
+    for u in graph.outputs:
+        out.discard(u.vid)
+    return out
+
+
 def _try_add(g: Group, node: Node) -> bool:
     internal = [u for u in node.uses if u.vid in g.space]
+    if any(u.strided or u.trans for u in internal):
+        return False  # read at other positions than the group's own index: from memory
     if node.kind == "reduce":
         x = node.args[0]
         assert isinstance(x, Use)
@@ -163,7 +203,7 @@ def _try_add(g: Group, node: Node) -> bool:
         g.space[node.vid] = "red"
         g.nodes.append(node)
         return True
-    if node.kind == "pool":
+    if node.kind in ("pool", "gather"):
         # A window gathers from memory: its input must be materialised, not a group value.
         if internal or g.layout is not None:
             return False
@@ -210,15 +250,19 @@ def _try_add(g: Group, node: Node) -> bool:
 def partition(graph: Graph) -> list[Group]:
     groups: list[Group] = []
     open_group: Group | None = None
+    inline = recomputed(graph)
+    graph.recomputed = inline
 
-    def new_group(kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn"]) -> Group:
+    def new_group(kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]) -> Group:
         g = Group(len(groups), kind)
         groups.append(g)
         return g
 
     rnn_groups: dict[int, Group] = {}
     for node in graph.nodes:
-        if node.kind in ("gemm", "conv", "rnn"):
+        if node.vid in inline:
+            continue
+        if node.kind in ("gemm", "conv", "rnn", "scan"):
             g = new_group(node.kind)  # type: ignore[arg-type]
             g.nodes.append(node)
             open_group = None
@@ -245,7 +289,7 @@ def partition(graph: Graph) -> list[Group]:
     needed: dict[int, set[int]] = {g.gid: set() for g in groups}
     for g in groups:
         for n in g.nodes + g.sinks:
-            for u in n.uses:
+            for u in reads(graph, n, inline):
                 src = owner.get(u.vid)
                 if src is not None and src is not g:
                     needed[src.gid].add(u.vid)
@@ -258,6 +302,19 @@ def partition(graph: Graph) -> list[Group]:
         if g.kind in ("pointwise", "reduction") and not g.outputs and not g.sinks:
             raise Unsupported(f"group {g.gid} computes nothing that is used")
     return groups
+
+
+def reads(graph: Graph, n: Node, inline: set[int]) -> list[Use]:
+    """The stored values a node reads, through the recomputed values it inlines."""
+    out: list[Use] = []
+    for u in n.uses:
+        if u.vid in inline:
+            src = graph.node(u.vid)
+            assert src is not None
+            out += reads(graph, src, inline)
+        else:
+            out.append(u)
+    return out
 
 
 def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
@@ -275,6 +332,8 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
         mm = g.nodes[0]
         if int(mm.params.get("batch", 1)) != 1 or len(mm.args) != 2:  # type: ignore[arg-type]
             continue
+        if any(u.strided for u in mm.uses):
+            continue  # cuBLASLt's heuristics assume aligned, whole operands
         users = [n for n in graph.nodes if any(u.vid == mm.vid for u in n.uses)]
         if len(users) != 1 or mm.vid in out_vids:
             continue

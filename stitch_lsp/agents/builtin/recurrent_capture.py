@@ -1,37 +1,33 @@
 """Capture of recurrent modules and the tensors a forward makes for their initial state.
 
-An nn.RNN / nn.LSTM / nn.GRU call becomes one `rnn` IR node (a leaf module, not decomposed)
-plus `rnn_out` nodes for h_n and c_n; it returns what the module returns, so `out, (h, c) =
-self.lstm(x, (h0, c0))` unpacks as usual. `torch.randn/rand/zeros/ones(...)` in forward (the
-usual way a reference makes h0) become `factory` leaves that the candidate makes the same way,
-so it draws the same random numbers as the reference would from the same generator state.
+An nn.RNN / nn.LSTM / nn.GRU call becomes one `rnn` IR node plus `rnn_out` nodes for h_n and
+c_n, through the leaf-module hook (catalog.LEAF_MODULES, capture_leaves.py), so the fx and the
+ATen paths both keep it whole; it returns what the module returns, so `out, (h, c) =
+self.lstm(x, (h0, c0))` unpacks as usual. `torch.randn/rand(...)` in forward (the usual way a
+reference makes h0) become `factory` leaves that the candidate makes the same way, so it draws
+the same random numbers as the reference would from the same generator state.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-import torch.fx
 from torch import nn
 
+from stitch_lsp.agents.builtin.builder import Builder
+from stitch_lsp.agents.builtin.capture_leaves import LeafCall
 from stitch_lsp.agents.builtin.ir import Unsupported, Use
 from stitch_lsp.agents.builtin.recurrent import RnnSpec, rnn_out
 
-if TYPE_CHECKING:
-    from stitch_lsp.agents.builtin.capture import _Converter
-
 _MODES = {"RNN_TANH": "rnn_tanh", "RNN_RELU": "rnn_relu", "LSTM": "lstm", "GRU": "gru"}
-_FACTORIES = {torch.randn: "randn", torch.rand: "rand", torch.zeros: "zeros", torch.ones: "ones"}
 
 
-def capture_recurrent(conv: _Converter, n: torch.fx.Node, mod: nn.Module, path: str) -> Any:
-    """The module call as IR, or None when `mod` is not a recurrent module."""
-    from stitch_lsp.agents.builtin.capture import _desc, _line
-
-    if not isinstance(mod, nn.RNNBase):
-        return None
-    where = _desc(n)
+def capture_rnn(call: LeafCall) -> Any:
+    """An nn.RNN / nn.LSTM / nn.GRU call as IR (catalog.LEAF_MODULES names this function)."""
+    mod = call.module
+    assert isinstance(mod, nn.RNNBase)
+    where = call.origin
     mode = _MODES.get(str(mod.mode))
     if mode is None:
         raise Unsupported(f"{where}: recurrent mode {mod.mode!r} is not supported")
@@ -42,10 +38,14 @@ def capture_recurrent(conv: _Converter, n: torch.fx.Node, mod: nn.Module, path: 
             f"{where}: dropout={mod.dropout} between layers in training mode is random; "
             "generate again after .eval() or with dropout=0"
         )
-    x = conv._use(n.args[0])
-    hx = conv._val(n.args[1]) if len(n.args) > 1 else conv._val(n.kwargs.get("hx"))
+    b_ = call.builder
+    x = call.args[0] if call.args else call.kwargs.get("input")
+    hx = call.args[1] if len(call.args) > 1 else call.kwargs.get("hx")
+    if not isinstance(x, Use):
+        raise Unsupported(f"{where}: the input is not a tensor")
     if len(x.shape) != 3:
         raise Unsupported(f"{where}: unbatched (2-D) recurrent input is not supported")
+    x = b_.contiguous(x)
     batch_first = bool(mod.batch_first)
     b, t, i = x.shape if batch_first else (x.shape[1], x.shape[0], x.shape[2])
     h0 = c0 = None
@@ -80,39 +80,53 @@ def capture_recurrent(conv: _Converter, n: torch.fx.Node, mod: nn.Module, path: 
             raise Unsupported(
                 f"{where}: {name} has shape {state.shape}, expected {spec.state_shape}"
             )
-        args.append(conv._plain(state))
+        args.append(b_.contiguous(b_.plain(state, broadcast=False)))
     for wname in spec.weight_names():
-        p = conv._param(path, wname)
-        if p is None:
-            raise Unsupported(f"{where}: the module has no parameter {wname}")
-        args.append(p)
-    node = conv.g.add("rnn", mode, args, spec.seq_shape, where, _line(n), spec=spec)
-    h_n = rnn_out(conv.g, node, "h_n", spec.state_shape)
-    seq = Use(node.vid, spec.seq_shape)
+        args.append(call.param(wname))
+    seq = call.add("rnn", mode, list(args), spec.seq_shape, spec=spec)
+    node = b_.g.node(seq.vid)
+    assert node is not None
+    h_n = rnn_out(b_.g, node, "h_n", spec.state_shape)
     if mode == "lstm":
-        c_n = rnn_out(conv.g, node, "c_n", spec.state_shape)
+        c_n = rnn_out(b_.g, node, "c_n", spec.state_shape)
         return (seq, (h_n, c_n))
     return (seq, h_n)
 
 
-def capture_factory(conv: _Converter, n: torch.fx.Node) -> Use | None:
-    """`torch.randn(L, B, H, device=x.device)` and friends, or None for another function."""
-    from stitch_lsp.agents.builtin.capture import _desc
+def rnn_outputs(mod: nn.Module, x: torch.Tensor, hx: Any = None) -> Any:
+    """The module's outputs as empty tensors of the right shapes (running forward on meta
+    tensors would run every time step)."""
+    assert isinstance(mod, nn.RNNBase)
+    d = 2 if mod.bidirectional else 1
+    h = int(mod.hidden_size)
+    state = (int(mod.num_layers) * d, h)
+    if x.dim() == 2:
+        seq_shape: tuple[int, ...] = (x.shape[0], d * h)
+    else:
+        b, t = (x.shape[0], x.shape[1]) if mod.batch_first else (x.shape[1], x.shape[0])
+        seq_shape = (b, t, d * h) if mod.batch_first else (t, b, d * h)
+        state = (state[0], int(b), h)
+    seq = torch.empty(seq_shape, device=x.device, dtype=x.dtype)
+    h_n = torch.empty(state, device=x.device, dtype=x.dtype)
+    if isinstance(mod, nn.LSTM):
+        return seq, (h_n, torch.empty(state, device=x.device, dtype=x.dtype))
+    return seq, h_n
 
-    kind = _FACTORIES.get(n.target)  # type: ignore[call-overload]
-    if kind is None:
-        return None
-    size = [conv._val(a) for a in n.args]
+
+def factory_leaf(b: Builder, kind: str, size: Any, kwargs: dict[str, Any]) -> Use:
+    """`torch.randn(L, B, H, device=x.device)` (or rand): a tensor the candidate draws the same
+    way, from the same generator state, as the reference does."""
+    where = b.here()
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = list(size[0])
     if not size or not all(isinstance(s, int) and not isinstance(s, bool) for s in size):
-        raise Unsupported(f"{_desc(n)}: sizes must be known numbers")
-    dtype = n.kwargs.get("dtype")
+        raise Unsupported(f"{where}: sizes must be known numbers")
+    dtype = kwargs.get("dtype")
     if dtype not in (None, torch.float32):
-        raise Unsupported(f"{_desc(n)}: {dtype} tensors are not supported")
-    for key in n.kwargs:
+        raise Unsupported(f"{where}: {dtype} tensors are not supported")
+    for key in kwargs:
         if key not in ("device", "dtype", "requires_grad"):
-            raise Unsupported(f"{_desc(n)}: argument {key}= is not supported")
+            raise Unsupported(f"{where}: argument {key}= is not supported")
     shape = tuple(int(s) for s in size)
-    leaf = conv.g.add_leaf("factory", f"torch.{kind}", shape)  # type: ignore[arg-type]
+    leaf = b.g.add_leaf("factory", f"torch.{kind}", shape)
     return Use(leaf.vid, shape)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from stitch_lsp.agents.builtin.catalog import EW
+
 PREAMBLE = r"""
 #include <cuda_runtime.h>
 #include <math.h>
@@ -325,53 +327,21 @@ def float_literal(v: float) -> str:
     return f"{text}f" if not text.startswith("-") else f"({text}f)"
 
 
-def ew_expr(fn: str, a: list[str], params: dict[str, object]) -> str:
-    """C expression for one elementwise op on operand expressions `a`."""
+def ew_expr(
+    fn: str, a: list[str], params: dict[str, object], coords: tuple[str, str] | None = None
+) -> str:
+    """C expression for one elementwise op on operand expressions `a` (from the op catalog).
 
-    def p(name: str) -> str:
-        return float_literal(float(params[name]))  # type: ignore[arg-type]
-
-    binary = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-    if fn in binary:
-        return f"({a[0]} {binary[fn]} {a[1]})"
-    if fn == "maximum":
-        return f"fmaxf({a[0]}, {a[1]})"
-    if fn == "minimum":
-        return f"fminf({a[0]}, {a[1]})"
-    if fn == "pow":
-        return f"powf({a[0]}, {a[1]})"
-    if fn == "lse_finish":
-        return f"st_lse_finish({a[0]}, {a[1]})"
-    simple = {
-        "identity": "{0}",
-        "neg": "(-{0})",
-        "abs": "fabsf({0})",
-        "exp": "expf({0})",
-        "log": "logf({0})",
-        "log1p": "log1pf({0})",
-        "sqrt": "sqrtf({0})",
-        "rsqrt": "rsqrtf({0})",
-        "reciprocal": "(1.f / {0})",
-        "square": "({0} * {0})",
+    `coords` gives the (row, col) expressions of the element for ops that read their own
+    coordinates (tril, triu)."""
+    op = EW[fn]
+    values = {
+        k: float_literal(float(v))  # type: ignore[arg-type]
+        for k, v in params.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
     }
-    if fn in simple:
-        return simple[fn].format(a[0])
-    if fn in ("relu", "relu6", "selu", "gelu", "gelu_tanh", "sigmoid", "tanh", "silu", "mish"):
-        return f"st_{fn}({a[0]})"
-    if fn in ("hardswish", "hardsigmoid"):
-        return f"st_{fn}({a[0]})"
-    if fn == "leaky_relu":
-        return f"st_leaky_relu({a[0]}, {p('slope')})"
-    if fn == "elu":
-        return f"st_elu({a[0]}, {p('alpha')})"
-    if fn == "hardtanh":
-        return f"st_hardtanh({a[0]}, {p('lo')}, {p('hi')})"
-    if fn == "softplus":
-        return f"st_softplus({a[0]}, {p('beta')}, {p('threshold')})"
-    if fn == "clamp":
-        if "lo" in params and "hi" in params:
-            return f"st_clamp({a[0]}, {p('lo')}, {p('hi')})"
-        if "lo" in params:
-            return f"st_clamp_min({a[0]}, {p('lo')})"
-        return f"st_clamp_max({a[0]}, {p('hi')})"
-    raise KeyError(fn)
+    if op.index:
+        if coords is None:
+            raise KeyError(f"{fn} needs the element's coordinates")
+        values["row"], values["col"] = coords
+    return op.cuda.format(*a, **values)
