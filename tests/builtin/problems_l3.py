@@ -290,13 +290,13 @@ REFUSED = {
         model("", "return x + torch.randn_like(x)", "torch.randn(3, 4)"),
         "random",
     ),
-    "lstm_without_rule": (
+    "lstm_with_projection": (
         model(
-            "self.rnn = nn.LSTM(4, 5, batch_first=True)",
+            "self.rnn = nn.LSTM(4, 5, batch_first=True, proj_size=3)",
             "return self.rnn(x)[0]",
             "torch.randn(2, 3, 4)",
         ),
-        "LSTM",
+        "proj_size",
     ),
 }
 

@@ -10,6 +10,7 @@ computed the way ATen does. Torch-free.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ from stitch_lsp.agents.builtin.ir import (
     numel,
 )
 
-_FOLD = {
+_FOLD: dict[str, Callable[[float, float], float]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
@@ -174,7 +175,9 @@ class Builder:
         """One catalog op on evaluated operands; `params` as the spelling passed them."""
         args = [self.operand(v) for v in operands]
         if op.arity == 2 and op.name in _FOLD and all(isinstance(a, Const) for a in args):
-            return float(_FOLD[op.name](args[0].value, args[1].value))  # type: ignore[union-attr]
+            a0, a1 = args
+            assert isinstance(a0, Const) and isinstance(a1, Const)
+            return float(_FOLD[op.name](a0.value, a1.value))
         if op.result == "bool" and all(isinstance(a, Const) for a in args):
             raise self.fail("a comparison of two numbers is Python, not a tensor op")
         given = {p.name: params.get(p.name) for p in op.params}
@@ -226,7 +229,7 @@ class Builder:
             else "clamp_max"
         )
         params = {k: float(v) for k, v in (("lo", lo), ("hi", hi)) if v is not None}
-        return self.ew(fn, [self.operand(x)], **params)
+        return self.ew(fn, [self.operand(x)], None, **params)
 
     def where(self, cond: Any, a: Any, b: Any) -> Use:
         c = self.operand(cond)

@@ -191,7 +191,7 @@ class AtenConverter:
             idx = n.args[1]
             if isinstance(base, MinMax):
                 return base.values if idx == 0 else self.b.indices(base)
-            item = base[idx]  # type: ignore[index]
+            item = base[idx]
             return _Missing(self.desc(n)) if item is None else item
         if f is LEAF_OP:
             return self.leaf(n)
@@ -222,14 +222,14 @@ class AtenConverter:
             raise Unsupported(f"input `{name}` is {value.dtype}; the builtin coder handles float32")
         self.g.input_names.append(name)
         dtype = str(value.dtype).removeprefix("torch.")
-        leaf = self.g.add_leaf("input", name, tuple(value.shape), dtype)  # type: ignore[arg-type]
+        leaf = self.g.add_leaf("input", name, tuple(value.shape), dtype)
         return Use(leaf.vid, leaf.shape)
 
     def _state_tensor(self, name: str) -> torch.Tensor:
         obj: Any = self.model
         for part in name.split("."):
             obj = getattr(obj, part)
-        return obj  # type: ignore[no-any-return]
+        return obj
 
     def leaf(self, n: torch.fx.Node) -> list[Use]:
         rec = self.records[int(n.args[0])]  # type: ignore[arg-type]
@@ -641,7 +641,7 @@ class AtenConverter:
         @reg("baddbmm")
         def _(n: torch.fx.Node) -> Any:
             bias, m1, m2 = (self.val(a) for a in n.args[:3])
-            beta, alpha = n.kwargs.get("beta", 1), n.kwargs.get("alpha", 1)
+            beta, alpha = self.val(n.kwargs.get("beta", 1)), self.val(n.kwargs.get("alpha", 1))
             prod = b.matmul(m1, m2)
             if alpha != 1:
                 prod = b.ew("mul", [prod, b.operand(float(alpha))], shape=prod.shape)

@@ -75,7 +75,7 @@ class _ShapedProxy(torch.fx.Proxy):
         v = self.meta_value
         return v if isinstance(v, torch.Tensor) else None
 
-    def size(self, dim: int | None = None) -> Any:  # type: ignore[override]
+    def size(self, dim: int | None = None) -> Any:
         t = self._tensor()
         if t is None:
             return self.__getattr__("size")(dim) if dim is not None else self.__getattr__("size")()
@@ -137,7 +137,7 @@ class Tracer(torch.fx.Tracer):
 
     def create_proxy(
         self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None
-    ):  # type: ignore[no-untyped-def]
+    ):
         p = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
         if isinstance(p, _ShapedProxy):
             p.meta_value = self._run_meta(kind, target, args, kwargs)
@@ -194,8 +194,8 @@ class Tracer(torch.fx.Tracer):
 
 # Tensor factories called with plain ints (shapes are ints here) would run eagerly and become
 # anonymous constants; while tracing they are recorded as graph nodes instead.
-_FACTORIES = ("zeros", "ones", "full", "empty", "eye", "arange", "tensor", "rand", "randn")
-_FACTORIES += ("randint", "randperm", "normal")
+_FACTORIES: tuple[str, ...] = ("zeros", "ones", "full", "empty", "eye", "arange", "tensor")
+_FACTORIES += ("rand", "randn", "randint", "randperm", "normal")
 
 
 @contextlib.contextmanager
@@ -381,7 +381,7 @@ class FxConverter:
                 f"input `{n.target}` is {value.dtype}; the builtin coder handles float32"
             )
         dtype = str(value.dtype).removeprefix("torch.")
-        leaf = self.g.add_leaf("input", str(n.target), tuple(value.shape), dtype)  # type: ignore[arg-type]
+        leaf = self.g.add_leaf("input", str(n.target), tuple(value.shape), dtype)
         return Use(leaf.vid, leaf.shape)
 
     def get_attr(self, n: torch.fx.Node) -> Any:
@@ -814,22 +814,22 @@ class FxConverter:
         t = type(mod)
         if t in self.modules:
             return self.ew_call(n, self.modules[t], mod)
-        assert x is not None or isinstance(mod, nn.Identity)
         if isinstance(mod, nn.Identity):
             return x
+        assert x is not None
         if isinstance(mod, nn.Flatten):
-            return b.flatten(x, mod.start_dim, mod.end_dim)  # type: ignore[arg-type]
+            return b.flatten(x, mod.start_dim, mod.end_dim)
         if isinstance(mod, nn.Unflatten):
-            d = mod.dim % len(x.shape)  # type: ignore[union-attr]
-            return b.view(x, (*x.shape[:d], *mod.unflattened_size, *x.shape[d + 1 :]))  # type: ignore[union-attr]
+            d = mod.dim % len(x.shape)
+            return b.view(x, (*x.shape[:d], *mod.unflattened_size, *x.shape[d + 1 :]))
         if isinstance(mod, (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)):
             if mod.training and mod.p > 0:
                 raise Unsupported(f"{self.desc(n)}: dropout in training mode is random")
             return x
         if isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
-            return b.softmax(x, mod.dim, log=isinstance(mod, nn.LogSoftmax))  # type: ignore[arg-type]
+            return b.softmax(x, mod.dim, log=isinstance(mod, nn.LogSoftmax))
         if isinstance(mod, nn.Linear):
-            return b.linear(x, self.param(path, "weight"), self.param(path, "bias"))  # type: ignore[arg-type]
+            return b.linear(x, self.param(path, "weight"), self.param(path, "bias"))
         if isinstance(
             mod,
             (
@@ -849,7 +849,7 @@ class FxConverter:
                 mod, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
             )
             return b.conv(
-                x,  # type: ignore[arg-type]
+                x,
                 self.param(path, "weight"),  # type: ignore[arg-type]
                 self.param(path, "bias"),
                 stride=mod.stride,
@@ -863,15 +863,15 @@ class FxConverter:
         if isinstance(mod, nn.LayerNorm):
             w = self.param(path, "weight") if mod.elementwise_affine else None
             bias = self.param(path, "bias") if mod.elementwise_affine else None
-            return b.layer_norm(x, tuple(mod.normalized_shape), w, bias, float(mod.eps))  # type: ignore[arg-type]
+            return b.layer_norm(x, tuple(mod.normalized_shape), w, bias, float(mod.eps))
         if isinstance(mod, nn.GroupNorm):
             w = self.param(path, "weight") if mod.affine else None
             bias = self.param(path, "bias") if mod.affine else None
-            return b.group_norm(x, int(mod.num_groups), w, bias, float(mod.eps))  # type: ignore[arg-type]
+            return b.group_norm(x, int(mod.num_groups), w, bias, float(mod.eps))
         if isinstance(
             mod, (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm)
         ):
-            return self.batch_norm(x, mod, path)  # type: ignore[arg-type]
+            return self.batch_norm(x, mod, path)
         if isinstance(mod, (nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)):
             if mod.return_indices:
                 raise Unsupported(f"{self.desc(n)}: max pooling with indices is not supported")
@@ -883,7 +883,7 @@ class FxConverter:
                 mod.padding,
                 mod.dilation,
                 mod.ceil_mode,
-                self.shape(n),  # type: ignore[arg-type]
+                self.shape(n),
             )
         if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)):
             if not mod.count_include_pad or getattr(mod, "divisor_override", None):
@@ -896,14 +896,14 @@ class FxConverter:
                 mod.padding,
                 1,
                 mod.ceil_mode,
-                self.shape(n),  # type: ignore[arg-type]
+                self.shape(n),
             )
         if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
-            return b.adaptive_pool(x, mod.output_size, "avg")  # type: ignore[arg-type]
+            return b.adaptive_pool(x, mod.output_size, "avg")
         if isinstance(mod, (nn.AdaptiveMaxPool1d, nn.AdaptiveMaxPool2d, nn.AdaptiveMaxPool3d)):
             if mod.return_indices:
                 raise Unsupported(f"{self.desc(n)}: max pooling with indices is not supported")
-            return b.adaptive_pool(x, mod.output_size, "max")  # type: ignore[arg-type]
+            return b.adaptive_pool(x, mod.output_size, "max")
         if isinstance(mod, nn.Embedding):
             if mod.max_norm is not None:
                 raise Unsupported(f"{self.desc(n)}: embedding with max_norm renormalises weights")
@@ -919,7 +919,7 @@ class FxConverter:
                 nn.ConstantPad3d,
             ),
         ):
-            return b.pad(x, mod.padding, float(getattr(mod, "value", 0.0)))  # type: ignore[arg-type]
+            return b.pad(x, mod.padding, float(getattr(mod, "value", 0.0)))
         raise Unsupported(f"{self.desc(n)} ({t.__name__}) is not supported by the builtin coder")
 
     def batch_norm(self, x: Use, mod: nn.Module, path: str) -> Use:

@@ -94,7 +94,7 @@ class LeafCall:
 def _load(spec: str) -> Callable[..., Any]:
     module_name, _, func = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), func)  # type: ignore[no-any-return]
+        return getattr(importlib.import_module(module_name), func)
     except (ImportError, AttributeError) as exc:
         raise Unsupported(f"the capture function {spec} cannot be loaded: {exc}") from exc
 
@@ -200,7 +200,7 @@ def leaves_as_ops(model: nn.Module) -> Iterator[list[LeafRecord]]:
             outs = _leaf_op(len(records) - 1, tensors)
             return rec.rebuild_output(list(outs))
 
-        mod.forward = forward  # type: ignore[method-assign]
+        mod.forward = forward
         patched.append(mod)
     try:
         yield records

@@ -161,7 +161,15 @@ class Graph:
             if n.vid in live or n.kind == "bn_update":
                 kept.append(n)
                 live |= {u.vid for u in n.uses}
-        self.nodes = kept[::-1]
+        # A live recurrent node keeps all its results: its launcher decides what it writes.
+        kept_ids = {n.vid for n in kept}
+        kept += [
+            n
+            for n in self.nodes
+            if n.kind == "rnn_out" and n.vid not in kept_ids and n.uses[0].vid in live
+        ]
+        order = {n.vid: i for i, n in enumerate(self.nodes)}
+        self.nodes = sorted(kept, key=lambda n: order[n.vid])
         self.leaves = {
             vid: leaf for vid, leaf in self.leaves.items() if vid in live or leaf.kind == "input"
         }

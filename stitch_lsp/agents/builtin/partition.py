@@ -187,7 +187,7 @@ def _try_add(g: Group, node: Node) -> bool:
     if node.kind == "reduce":
         x = node.args[0]
         assert isinstance(x, Use)
-        axes = tuple(node.params["axes"])  # type: ignore[arg-type]
+        axes: tuple[int, ...] = tuple(node.params["axes"])  # type: ignore[arg-type]
         lay = layout_of(x.shape, axes)
         if x.vid in g.space and g.space[x.vid] != "full":
             return False
@@ -263,7 +263,7 @@ def partition(graph: Graph) -> list[Group]:
         if node.vid in inline:
             continue
         if node.kind in ("gemm", "conv", "rnn", "scan"):
-            g = new_group(node.kind)  # type: ignore[arg-type]
+            g = new_group(node.kind)
             g.nodes.append(node)
             open_group = None
             if node.kind == "rnn":
@@ -330,7 +330,7 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
         if g.kind != "gemm":
             continue
         mm = g.nodes[0]
-        if int(mm.params.get("batch", 1)) != 1 or len(mm.args) != 2:  # type: ignore[arg-type]
+        if mm.params.get("batch", 1) != 1 or len(mm.args) != 2:
             continue
         if any(u.strided for u in mm.uses):
             continue  # cuBLASLt's heuristics assume aligned, whole operands

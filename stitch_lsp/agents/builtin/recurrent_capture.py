@@ -99,7 +99,7 @@ def rnn_outputs(mod: nn.Module, x: torch.Tensor, hx: Any = None) -> Any:
     assert isinstance(mod, nn.RNNBase)
     d = 2 if mod.bidirectional else 1
     h = int(mod.hidden_size)
-    state = (int(mod.num_layers) * d, h)
+    state: tuple[int, ...] = (int(mod.num_layers) * d, h)
     if x.dim() == 2:
         seq_shape: tuple[int, ...] = (x.shape[0], d * h)
     else:

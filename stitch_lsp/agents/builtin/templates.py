@@ -336,7 +336,7 @@ def ew_expr(
     coordinates (tril, triu)."""
     op = EW[fn]
     values = {
-        k: float_literal(float(v))  # type: ignore[arg-type]
+        k: float_literal(float(v))
         for k, v in params.items()
         if isinstance(v, (int, float)) and not isinstance(v, bool)
     }
