@@ -42,6 +42,10 @@ WORKER_MODULES: frozenset[str] = frozenset(
         "stitch_lsp.verify.precision",
         "stitch_lsp.profile.report",
         "stitch_lsp.agents.builtin.capture",
+        "stitch_lsp.agents.builtin.capture_aten",
+        "stitch_lsp.agents.builtin.capture_fx",
+        "stitch_lsp.agents.builtin.capture_leaves",
+        "stitch_lsp.agents.builtin.spelling",
         "stitch_lsp.agents.builtin.recurrent_capture",
         "stitch_lsp.agents.builtin.generate",
     }

@@ -269,6 +269,82 @@ L3: dict[str, str] = {
     ),
 }
 
+# Whole-model kinds (written here, after the architectures KernelBench level 3 draws on).
+KINDS: dict[str, str] = {
+    "squeezenet_fire": model(
+        "self.sq = nn.Conv2d(5, 3, 1)\nself.e1 = nn.Conv2d(3, 4, 1)\n"
+        "self.e3 = nn.Conv2d(3, 4, 3, padding=1)\n"
+        "self.pool = nn.MaxPool2d(3, stride=2, ceil_mode=True)",
+        "x = F.relu(self.sq(x))\nx = torch.cat([F.relu(self.e1(x)), F.relu(self.e3(x))], 1)\n"
+        "return self.pool(x)",
+        "torch.randn(2, 5, 13, 11)",
+    ),
+    "dense_block": (
+        HEAD
+        + "class Layer(nn.Module):\n"
+        + "    def __init__(self, c, g):\n        super().__init__()\n"
+        + "        self.bn = nn.BatchNorm2d(c)\n"
+        + "        self.conv = nn.Conv2d(c, g, 3, padding=1)\n\n"
+        + "    def forward(self, x):\n        return self.conv(F.relu(self.bn(x)))\n\n"
+        + "class Model(nn.Module):\n"
+        + "    def __init__(self):\n        super().__init__()\n"
+        + "        self.layers = nn.ModuleList([Layer(4 + 3 * i, 3) for i in range(3)])\n\n"
+        + "    def forward(self, x):\n        feats = [x]\n"
+        + "        for layer in self.layers:\n"
+        + "            feats.append(layer(torch.cat(feats, 1)))\n"
+        + "        return torch.cat(feats, 1)\n\n"
+        + "def get_inputs():\n    return [torch.randn(2, 4, 7, 5)]\n\n"
+        + "def get_init_inputs():\n    return []\n"
+    ),
+    "regnet_head": model(
+        "self.conv = nn.Conv2d(3, 6, 3, stride=2)\nself.bn = nn.BatchNorm2d(6)\n"
+        "self.fc = nn.Linear(6, 5)",
+        "x = F.relu(self.bn(self.conv(x)))\nx = torch.mean(x, dim=[2, 3])\nreturn self.fc(x)",
+        "torch.randn(3, 3, 11, 9)",
+    ),
+    "netvlad": model(
+        "self.k = 5\nself.clusters = nn.Parameter(torch.randn(6, 7))\n"
+        "self.clusters2 = nn.Parameter(torch.randn(1, 6, 5))\nself.bn = nn.BatchNorm1d(7)",
+        "n = x.size()[1]\nx = x.view(-1, 6)\na = torch.matmul(x, self.clusters)\n"
+        "a = F.softmax(self.bn(a), dim=1)\na = a[:, : self.k]\na = a.view(-1, n, self.k)\n"
+        "a_sum = torch.sum(a, dim=1, keepdim=True)\nc = a_sum * self.clusters2\n"
+        "a = a.transpose(1, 2)\nx = x.view(-1, n, 6)\nv = torch.matmul(a, x).transpose(1, 2)\n"
+        "v = F.normalize(v - c)\nv = v.reshape(-1, self.k * 6)\nreturn F.normalize(v)",
+        "torch.randn(3, 9, 6)",
+    ),
+    "unet_step": model(
+        "self.down = nn.Conv2d(3, 4, 3, padding=1)\nself.bn = nn.BatchNorm2d(4)\n"
+        "self.pool = nn.MaxPool2d(2)\nself.up = nn.ConvTranspose2d(4, 4, 2, stride=2)\n"
+        "self.out = nn.Conv2d(8, 2, 1)",
+        "d = F.softmax(self.bn(self.down(x)), dim=-1)\nu = self.up(self.pool(d))\n"
+        "return self.out(torch.cat([u, d], dim=1))",
+        "torch.randn(2, 3, 10, 6)",
+    ),
+    "swin_windows": model(
+        "self.ws = 3\nself.norm = nn.LayerNorm(5)\nself.mlp = nn.Linear(5, 5)",
+        "B, H, W, C = x.shape\nws = self.ws\nx = self.norm(x)\n"
+        "x = F.pad(x, (0, 0, 0, (ws - W % ws) % ws, 0, (ws - H % ws) % ws))\n"
+        "Hp, Wp = x.shape[1], x.shape[2]\n"
+        "w = x.view(B, Hp // ws, ws, Wp // ws, ws, C)\n"
+        "w = w.permute(0, 1, 3, 2, 4, 5).contiguous()\n"
+        "w = self.mlp(w.view(-1, ws * ws, C))\n"
+        "x = w.view(B, Hp // ws, Wp // ws, ws, ws, C).permute(0, 1, 3, 2, 4, 5)\n"
+        "x = x.reshape(B, Hp, Wp, C)\n"
+        "return x[:, :H, :W, :].contiguous()",
+        "torch.randn(2, 7, 8, 5)",
+    ),
+    "conv_vit": model(
+        "self.patch = nn.Conv2d(3, 8, 3, stride=3)\nself.cls = nn.Parameter(torch.randn(1, 1, 8))\n"
+        "self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)\n"
+        "self.head = nn.Linear(8, 4)",
+        "x = self.patch(x).flatten(2).transpose(1, 2)\n"
+        "x = torch.cat((self.cls.expand(x.shape[0], -1, -1), x), dim=1)\n"
+        "return self.head(self.enc(x)[:, 0])",
+        "torch.randn(2, 3, 9, 6)",
+    ),
+}
+L3 |= KINDS
+
 # fx cannot trace these (einops, data-shaped Python): they exercise the ATen path.
 EINOPS = {
     "einops_rearrange": model(
