@@ -15,9 +15,32 @@ from stitch_lsp.agents.extract import extract_code
 from stitch_lsp.agents.llm import ChatClient
 from stitch_lsp.agents.planner import describe_hardware, describe_plan
 from stitch_lsp.agents.prompts import render
-from stitch_lsp.models.agents import Attempt, CoderStage, Plan, Verdict
+from stitch_lsp.agents.subtasks import describe as describe_subtask
+from stitch_lsp.models.agents import Attempt, CoderStage, Plan, Subtask, Verdict
 
 _MAX_DIAGNOSTICS = 20
+
+
+@dataclass
+class SubtaskContext:
+    """Where a step-by-step run stands when it asks for one subtask's code."""
+
+    subtask: Subtask
+    program: str | None  # the current partial program (None: no scaffold, start from scratch)
+    attempt: int  # within the subtask
+    budget: int
+    in_cuda: list[str] = field(default_factory=list)  # labels of the groups already in CUDA
+    in_pytorch: list[str] = field(default_factory=list)  # groups whose subtask failed
+    seed: str | None = None  # the builtin generator's code for this group's subproblem
+    seed_feedback: str | None = None  # what the Verifier said when it was spliced in as it was
+
+
+@dataclass
+class StitchContext:
+    """The whole-program step after the subtasks: what each group became."""
+
+    in_cuda: list[str]
+    in_pytorch: list[str]
 
 
 @dataclass
@@ -30,6 +53,8 @@ class CoderRequest:
     previous: Attempt | None = None  # what to repair or optimize
     seed: str | None = None  # a deterministic draft the LLM may start from
     target_speedup: float = 1.0
+    subtask: SubtaskContext | None = None
+    stitch: StitchContext | None = None
 
 
 @dataclass
@@ -100,7 +125,13 @@ def build_messages(req: CoderRequest) -> list[dict[str, str]]:
         "plan": describe_plan(req.plan),
     }
     prev = req.previous
-    if req.stage is CoderStage.draft or prev is None or prev.code is None:
+    if req.subtask is not None and (
+        req.stage is CoderStage.draft or prev is None or prev.code is None
+    ):
+        user = _subtask_draft(req.subtask, common)
+    elif req.stitch is not None and prev is not None and prev.code is not None:
+        user = _stitch(req, req.stitch, prev, common)
+    elif req.stage is CoderStage.draft or prev is None or prev.code is None:
         seed = ""
         if req.seed:
             seed = (
@@ -136,7 +167,96 @@ def build_messages(req: CoderRequest) -> list[dict[str, str]]:
             code=prev.code.rstrip(),
             **common,
         )
+    if req.subtask is not None and req.stage is not CoderStage.draft:
+        user = _subtask_preamble(req.subtask) + "\n" + user
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _others(ctx: SubtaskContext) -> str:
+    parts = []
+    if ctx.in_cuda:
+        parts.append(f"already in CUDA and verified: {', '.join(ctx.in_cuda)}")
+    if ctx.in_pytorch:
+        parts.append(f"left in PyTorch after their subtask failed: {', '.join(ctx.in_pytorch)}")
+    parts.append("every later group stays PyTorch until its own subtask")
+    return "; ".join(parts)
+
+
+def _subtask_draft(ctx: SubtaskContext, common: dict[str, object]) -> str:
+    st = ctx.subtask
+    if ctx.program is not None:
+        intro = (
+            f"Write group {st.group} in CUDA inside the current partial program: replace the "
+            f"PyTorch statements between `# >>> stitch {st.group}` and `# <<< stitch {st.group}` "
+            "with your kernels. Keep both markers, keep the other blocks as they are "
+            f"({_others(ctx)}), keep ModelNew's constructor and parameters, and keep every name "
+            "that later code uses defined. The Verifier checks the whole program against the "
+            "full reference, so its outputs must still match."
+        )
+        current = f"The current partial program:\n```python\n{ctx.program.rstrip()}\n```"
+    else:
+        intro = (
+            f"Write ModelNew with this subtask's ops in CUDA and every other op in PyTorch, "
+            f"computed exactly as the reference does ({_others(ctx)}). Mark the block you write "
+            f"with `# >>> stitch {st.group}` before it and `# <<< stitch {st.group}` after it. "
+            "The Verifier checks the whole program against the full reference."
+        )
+        current = "There is no partial program yet: start from the reference."
+    seed = ""
+    if ctx.seed:
+        seed = (
+            "\nA deterministic generator wrote this group as a standalone module (its forward "
+            "takes the group's inputs and returns what later code uses); you may adapt its "
+            f"kernels:\n```python\n{ctx.seed.rstrip()}\n```"
+        )
+        if ctx.seed_feedback:
+            seed += (
+                "\nSpliced into the block as it is, it did not pass; the Verifier said:\n"
+                + ctx.seed_feedback
+            )
+    return render(
+        "subtask",
+        title=st.title,
+        intro=intro,
+        subtask=describe_subtask(st),
+        current=current,
+        seed=seed,
+        **common,
+    )
+
+
+def _subtask_preamble(ctx: SubtaskContext) -> str:
+    return render(
+        "subtask_context",
+        title=ctx.subtask.title,
+        attempt=ctx.attempt,
+        budget=ctx.budget,
+        others=_others(ctx),
+        subtask=describe_subtask(ctx.subtask),
+    )
+
+
+def _stitch(req: CoderRequest, ctx: StitchContext, prev: Attempt, common: dict[str, object]) -> str:
+    groups = f"in CUDA: {', '.join(ctx.in_cuda) or 'none'}"
+    if ctx.in_pytorch:
+        groups += f"; still PyTorch: {', '.join(ctx.in_pytorch)}"
+        leftover = (
+            f"write the groups still in PyTorch ({', '.join(ctx.in_pytorch)}) in CUDA as well "
+            "(their own subtasks did not reach a correct version)"
+        )
+    else:
+        leftover = "every group is already in CUDA: keep each one's verified arithmetic"
+    speed = prev.verdict.speedup
+    return render(
+        "stitch",
+        groups=groups,
+        leftover=leftover,
+        speedup=f"{speed:.2f}x" if speed is not None else "an unmeasured speed",
+        target=f"{req.target_speedup:g}",
+        feedback=format_feedback(prev.verdict),
+        code=prev.code.rstrip() if prev.code else "",
+        **common,
+    )
 
 
 class LLMCoder:

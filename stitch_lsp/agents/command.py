@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from stitch_lsp.models.agents import Attempt
+    from stitch_lsp.models.agents import Attempt, RunResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,6 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="do not show the LLM the builtin generator's draft as a starting point",
     )
     p.add_argument(
+        "--single-shot",
+        action="store_true",
+        help="write the whole program in one piece even when the plan has several fusion groups "
+        "(default with the LLM coder: one subtask per group, then the stitched whole)",
+    )
+    p.add_argument(
         "--trajectories-dir", help="where attempt records go (relative: to the reference)"
     )
     p.add_argument("--json", action="store_true", help="print the run result as JSON at the end")
@@ -92,6 +98,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from stitch_lsp.agents.output import free_name, with_header, write_new
     from stitch_lsp.agents.runner import build_loop, coder_kind
@@ -161,6 +168,7 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         progress=lambda msg: console.print(f"[dim]… {msg}[/]"),
         device=settings.device,
         seed_with_builtin=not args.no_seed,
+        stepwise=not args.single_shot,
     )
     loop.on_attempt = lambda a: console.print(_attempt_line(a, settings.max_attempts))
     console.print(
@@ -194,6 +202,12 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             )
             return 1
         result.output = str(out)
+    if result.subtasks:
+        console.print("[bold]subtasks[/]")
+        for line in subtask_lines(result):
+            console.print(f"  {escape(line)}", soft_wrap=True)
+    for note in result.notes:
+        console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
     colour = "green" if result.ok else "red"
     console.print(f"[{colour}]{result.message}[/]")
     if result.output:
@@ -209,6 +223,8 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
 
 def _attempt_line(a: Attempt, budget: int) -> str:
+    from rich.markup import escape
+
     v = a.verdict
     colour = {"passed": "green", "compiled": "green", "compile_error": "red", "no_code": "red"}.get(
         v.status, "yellow"
@@ -222,10 +238,39 @@ def _attempt_line(a: Attempt, budget: int) -> str:
         detail = f" — line {d.line}: {d.message[:100]}"
     elif v.status not in {"passed", "compiled"}:
         detail = f" — {(v.correctness or v.message)[:120]}"
-    return (
-        f"attempt {a.index}/{budget} [{a.stage.value}] [{colour}]{v.status}[/]"
-        f"{speed}{rub}{reward}{detail}"
-    )
+    coder = " · builtin" if a.coder == "builtin" and a.phase != "single" else ""
+    if a.subtask is not None:
+        st = a.subtask
+        where = f"{st.index}/{st.total} {st.label}, attempt {st.attempt}/{st.budget}"
+        head = f"attempt {a.index} [subtask {where}{coder}] [{a.stage.value}]"
+    elif a.phase == "single":
+        head = f"attempt {a.index}/{budget} [{a.stage.value}]"
+    else:
+        what = {"stitch": "stitch", "whole": "whole program"}[a.phase]
+        head = f"attempt {a.index} [{what}{coder}] [{a.stage.value}]"
+    return f"{escape(head)} [{colour}]{v.status}[/]{speed}{rub}{reward}{escape(detail)}"
+
+
+def subtask_lines(result: RunResult) -> list[str]:
+    """One line per subtask: '2/3 k2 linear+relu: done (attempts 3, 4)'."""
+    words = {
+        "done": "done",
+        "seeded": "done by the builtin generator",
+        "covered": "in the builtin generator's whole program",
+        "failed": "failed, left in PyTorch",
+        "stopped": "stopped by the end of the run",
+        "not_reached": "not reached",
+    }
+    lines = []
+    for o in result.subtasks:
+        st = o.subtask
+        tried = ""
+        if o.attempts and o.status != "covered":
+            tried = f" (attempt{'s' if len(o.attempts) > 1 else ''} "
+            tried += ", ".join(map(str, o.attempts)) + ")"
+        why = f": {o.message}" if o.status == "failed" and o.message else ""
+        lines.append(f"{st.index}/{st.total} {st.group} {st.label}: {words[o.status]}{tried}{why}")
+    return lines
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -8,6 +8,20 @@ fires when the last two attempts failed to build, or built but were wrong, or we
 short of the target and within 5% of each other. The best correct attempt is kept. Every attempt
 gets a rubric, a reward and a trajectory record. The loop never imports torch: analysis and
 verification run in workers.
+
+With the LLM coder, a model whose plan has two or more fusion groups is built step by step, as
+in StitchCUDA: the groups become subtasks (`stitch_lsp.agents.subtasks`), and subtask k writes
+group k in CUDA into the current partial program, whose later groups are still PyTorch
+(`stitch_lsp.agents.partial`). Each partial program is verified against the whole reference,
+and repairs stay inside the subtask, within `subtask_budget(maxAttempts)` attempts. A subtask that
+never passes is reported and its group stays PyTorch: the groups after it do not depend on it
+(they read the tensors the reference computes), so their work is not thrown away, and the stitch
+step asks for it again. After the last subtask, the whole program is stitched (one attempt that
+consolidates the groups and writes any left in PyTorch) and optimized like a one-shot run, with
+`maxAttempts` attempts of its own. Only that whole-program phase, or the program at the end of
+the subtasks, is ever written. The builtin generator seeds the build: its whole program, where it
+handles the model, is verified first and then optimized; otherwise its code for the groups it
+handles is spliced into their blocks as their subtask's first attempt.
 """
 
 from __future__ import annotations
@@ -18,20 +32,33 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
+from stitch_lsp.agents import partial
 from stitch_lsp.agents import planner as planner_mod
 from stitch_lsp.agents import rubric as rubric_mod
-from stitch_lsp.agents.coder import Coder, CoderReply, CoderRequest, format_feedback
+from stitch_lsp.agents.coder import (
+    Coder,
+    CoderReply,
+    CoderRequest,
+    StitchContext,
+    SubtaskContext,
+    build_messages,
+    format_feedback,
+)
 from stitch_lsp.agents.llm import ChatClient, EndpointError
+from stitch_lsp.agents.subtasks import plan_subtasks, subtask_budget
 from stitch_lsp.agents.trajectory import TrajectoryWriter, new_run_id, record
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import (
     Attempt,
     CoderStage,
+    ForwardScaffold,
     Plan,
     ReferenceAnalysis,
     RunResult,
+    Subtask,
+    SubtaskOutcome,
     Verdict,
 )
 
@@ -54,10 +81,22 @@ class Verifier(Protocol):
 
 Analyzer = Callable[..., ReferenceAnalysis]
 Progress = Callable[[str], None]
+#: The builtin generator's code for each subtask it handles, by group (see `partial.subproblem`).
+GroupSeeder = Callable[[ForwardScaffold, list[Subtask]], dict[str, partial.GroupSeed]]
+Phase = Literal["single", "subtask", "stitch", "whole"]
 
 
 class Cancelled(Exception):
     pass
+
+
+class _Stop(Exception):
+    """Ends a run early with a reason (no GPU, the endpoint, the target met)."""
+
+    def __init__(self, stopped: str, message: str = "") -> None:
+        super().__init__(message)
+        self.stopped = stopped
+        self.message = message
 
 
 @dataclass
@@ -70,6 +109,8 @@ class LoopOptions:
     reference_label: str | None = None  # how records name the reference (a relative path)
     seed: Callable[[], str | None] | None = None  # a deterministic draft for the LLM to start from
     start_from: str | None = None  # an existing candidate to repair or optimize ("Optimize" action)
+    stepwise: bool = True  # build models of 2+ fusion groups subtask by subtask (LLM coder)
+    seed_groups: GroupSeeder | None = None  # the builtin generator's code per subtask
 
 
 @dataclass
@@ -80,6 +121,43 @@ class _State:
     since_replan: int = 0  # attempts made under the current plan
     records: list[tuple[Attempt, CoderReply]] = field(default_factory=list)
     baseline: Attempt | None = None  # the verified `start_from` version
+    outcomes: list[SubtaskOutcome] = field(default_factory=list)
+    built: Attempt | None = None  # step by step: the last program a subtask got to pass
+    build_done: bool = False  # every subtask has run: `built` is the program they made
+    notes: list[str] = field(default_factory=list)
+
+    def whole_programs(self) -> list[Attempt]:
+        """Attempts that may be written: never a subtask's step, except the program the subtasks
+        made once they have all run."""
+        last = self.built if self.build_done else None
+        return [a for a in self.attempts if a.phase != "subtask" or a is last]
+
+
+def _sentence(message: str, more: str) -> str:
+    if message.rstrip().endswith("."):
+        return f"{message.rstrip()} {more[:1].upper()}{more[1:]}."
+    return f"{message}; {more}"
+
+
+def describe_subtasks(outcomes: list[SubtaskOutcome]) -> str:
+    """'step by step: 3 subtasks, 2 done, 1 failed (linear+sigmoid left in PyTorch)'."""
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[o.status] = counts.get(o.status, 0) + 1
+    words = {
+        "done": "done",
+        "seeded": "seeded by the builtin generator",
+        "covered": "covered by the builtin generator's whole program",
+        "failed": "failed",
+        "stopped": "stopped by the end of the run",
+        "not_reached": "not reached",
+    }
+    parts = [f"{counts[k]} {w}" for k, w in words.items() if counts.get(k)]
+    text = f"step by step: {len(outcomes)} subtasks, " + ", ".join(parts)
+    failed = [o.subtask.label for o in outcomes if o.status == "failed"]
+    if failed:
+        text += f" ({', '.join(failed)} left in PyTorch by the build)"
+    return text
 
 
 def trigger_for_replan(recent: list[Attempt], target: float) -> str | None:
@@ -146,7 +224,14 @@ class GenerationLoop:
         state: _State | None = None
         try:
             state = _State(plan=self._plan())
-            self._iterate(state, result)
+            subtasks = self._subtasks(state)
+            if subtasks:
+                self._stepwise(state, result, subtasks)
+            else:
+                self._single(state, result)
+        except _Stop as stop:
+            result.stopped = stop.stopped  # type: ignore[assignment]
+            result.message = stop.message
         except Cancelled:
             result.stopped, result.message = "cancelled", "cancelled; nothing was written"
         except EndpointError as exc:
@@ -165,7 +250,9 @@ class GenerationLoop:
             if state is not None:
                 result.attempts = state.attempts
                 result.replans = state.replans
-                self._choose_best(result, state.baseline)
+                result.subtasks = state.outcomes
+                result.notes = state.notes
+                self._choose_best(result, state)
                 result.trajectory_file = self._write_trajectories(state, result)
         self._finish_message(result)
         return result
@@ -198,11 +285,10 @@ class GenerationLoop:
         self._check()
         return plan
 
-    def _iterate(self, state: _State, result: RunResult) -> None:
-        budget = self.settings.max_attempts
+    def _single(self, state: _State, result: RunResult) -> None:
+        """The one-shot run: draft (or the `start_from` version), then repair and optimize."""
         stage = CoderStage.draft
         previous: Attempt | None = None
-        no_code_run = 0
         if self.opt.start_from is not None:
             previous = state.baseline = self._verify_baseline(state)
             if previous.verdict.status in {"no_gpu", "compiled"}:
@@ -220,49 +306,44 @@ class GenerationLoop:
                 result.baseline_speedup = previous.verdict.speedup
                 self._profile(previous)
         seed = self.opt.seed() if (self.opt.seed and self.coder.iterative) else None
+        self._attempts(state, result, stage=stage, previous=previous, seed=seed, phase="single")
+
+    def _attempts(
+        self,
+        state: _State,
+        result: RunResult,
+        *,
+        stage: CoderStage,
+        previous: Attempt | None,
+        phase: Phase,
+        seed: str | None = None,
+        stitch: StitchContext | None = None,
+    ) -> None:
+        """Coder and Verifier in turn for up to `maxAttempts` attempts on the whole program."""
+        budget = self.settings.max_attempts
+        no_code_run = 0
         for index in range(1, budget + 1):
             self._check()
-            self.progress(f"Coding attempt {index}/{budget}")
+            if phase == "single":
+                self.progress(f"Coding attempt {index}/{budget}")
+            else:
+                self.progress(f"Whole program: attempt {index}/{budget}")
             started = time.monotonic()
             req = CoderRequest(
                 stage=stage,
-                attempt=index,
+                attempt=len(state.attempts) + 1,
                 reference_name=self.label,
                 reference=self.source,
                 plan=state.plan,
                 previous=previous,
                 seed=seed,
                 target_speedup=self.target,
+                stitch=stitch if index == 1 else None,
             )
             reply = self.coder.write(req)
-            self._check()
-            if reply.code is None:
-                verdict = Verdict(status="no_code", message=reply.problem or "no code in the reply")
-            else:
-                self.progress("Verifying")
-                verdict = self.verifier(
-                    self.reference,
-                    reply.code,
-                    compile_only=self.opt.compile_only,
-                    cancel=self.cancel,
-                )
-            self._check()
-            attempt = Attempt(
-                index=index,
-                stage=stage,
-                plan_revision=state.plan.revision,
-                coder=self.coder.name,
-                code=reply.code,
-                finish_reason=reply.finish_reason,
-                verdict=verdict,
-            )
-            self._score(attempt, state.plan, previous)
-            attempt.seconds = time.monotonic() - started
-            state.attempts.append(attempt)
-            state.records.append((attempt, reply))
-            state.since_replan += 1
-            if self.on_attempt is not None:
-                self.on_attempt(attempt)
+            this_phase: Phase = phase if (phase != "stitch" or index == 1) else "whole"
+            attempt = self._verify_attempt(state, reply, stage, previous, started, this_phase)
+            verdict = attempt.verdict
 
             if verdict.status == "no_gpu":
                 result.stopped, result.message = "no_gpu", verdict.message or "no CUDA GPU here"
@@ -310,6 +391,267 @@ class GenerationLoop:
                     stage = CoderStage.draft
         result.stopped = "budget"
 
+    def _verify_attempt(
+        self,
+        state: _State,
+        reply: CoderReply,
+        stage: CoderStage,
+        previous: Attempt | None,
+        started: float,
+        phase: Phase,
+        *,
+        coder: str | None = None,
+        subtask: SubtaskContext | None = None,
+        partial_program: bool = False,
+    ) -> Attempt:
+        """Verify a reply's code (if any), score it and record it as the next attempt."""
+        self._check()
+        if reply.code is None:
+            verdict = Verdict(status="no_code", message=reply.problem or "no code in the reply")
+        else:
+            self.progress("Verifying")
+            verdict = self.verifier(
+                self.reference,
+                reply.code,
+                compile_only=self.opt.compile_only,
+                cancel=self.cancel,
+            )
+        self._check()
+        attempt = Attempt(
+            index=len(state.attempts) + 1,
+            stage=stage,
+            plan_revision=state.plan.revision,
+            coder=coder or self.coder.name,
+            code=reply.code,
+            finish_reason=reply.finish_reason,
+            verdict=verdict,
+            phase=phase,
+            partial=partial_program,
+        )
+        if subtask is not None:
+            attempt.subtask = subtask.subtask.ref()
+            attempt.subtask.attempt = subtask.attempt
+            attempt.subtask.budget = subtask.budget
+        self._score(attempt, state.plan, previous, subtask)
+        attempt.seconds = time.monotonic() - started
+        state.attempts.append(attempt)
+        state.records.append((attempt, reply))
+        state.since_replan += 1
+        if self.on_attempt is not None:
+            self.on_attempt(attempt)
+        return attempt
+
+    # ------------------------------------------------------------------ step by step
+
+    def _subtasks(self, state: _State) -> list[Subtask]:
+        if not (self.opt.stepwise and self.coder.iterative and self.opt.start_from is None):
+            return []
+        subtasks, note = plan_subtasks(state.plan)
+        if note and subtasks:
+            state.notes.append(note)
+        return subtasks
+
+    def _stepwise(self, state: _State, result: RunResult, subtasks: list[Subtask]) -> None:
+        analysis = state.plan.analysis
+        scaffold = analysis.scaffold if analysis is not None else None
+        state.outcomes = [SubtaskOutcome(subtask=st) for st in subtasks]
+        program = partial.compose(scaffold, subtasks) if scaffold is not None else None
+        if scaffold is None:
+            state.notes.append(
+                "no flat forward from torch.fx: each subtask starts from the reference itself"
+            )
+        if self._builtin_whole(state, result):
+            return
+        seeds: dict[str, partial.GroupSeed] = {}
+        if scaffold is not None and self.opt.seed_groups is not None:
+            self.progress("Seeding the subtasks with the builtin generator")
+            seeds = self.opt.seed_groups(scaffold, subtasks)
+            self._check()
+        budget = subtask_budget(self.settings.max_attempts)
+        for outcome in state.outcomes:
+            seed = seeds.get(outcome.subtask.group)
+            program = self._subtask(state, outcome, program, budget, seed)
+        self._whole_phase(state, result)
+
+    def _builtin_whole(self, state: _State, result: RunResult) -> bool:
+        """Where the builtin generator handles the whole model, its program is the start: verify
+        it, and when it passes, skip the subtasks and optimize it. True when the run went on
+        from it."""
+        whole = self.opt.seed() if self.opt.seed is not None else None
+        self._check()
+        if not whole:
+            return False
+        self.progress("Verifying the builtin generator's whole program")
+        reply = CoderReply(
+            messages=build_messages(self._request(state, CoderStage.draft, None)),
+            reply=f"The builtin generator's whole program.\n\n```python\n{whole.rstrip()}\n```\n",
+            code=whole,
+            finish_reason="stop",
+            model="builtin",
+        )
+        attempt = self._verify_attempt(
+            state, reply, CoderStage.draft, None, time.monotonic(), "whole", coder="builtin"
+        )
+        status = attempt.verdict.status
+        if status == "no_gpu":
+            raise _Stop("no_gpu", attempt.verdict.message or "no CUDA GPU here")
+        if status not in {"passed", "compiled"}:
+            state.notes.append(
+                f"the builtin generator's whole program did not pass ({status}); "
+                "building step by step"
+            )
+            return False
+        for o in state.outcomes:
+            o.status, o.accepted = "covered", attempt.index
+            o.message = "in the builtin generator's whole program"
+        state.built, state.build_done = attempt, True
+        self._from_built(state, result, stitch=None)
+        return True
+
+    def _request(
+        self,
+        state: _State,
+        stage: CoderStage,
+        previous: Attempt | None,
+        subtask: SubtaskContext | None = None,
+    ) -> CoderRequest:
+        return CoderRequest(
+            stage=stage,
+            attempt=len(state.attempts) + 1,
+            reference_name=self.label,
+            reference=self.source,
+            plan=state.plan,
+            previous=previous,
+            target_speedup=self.target,
+            subtask=subtask,
+        )
+
+    def _subtask(
+        self,
+        state: _State,
+        outcome: SubtaskOutcome,
+        program: str | None,
+        budget: int,
+        seed: partial.GroupSeed | None,
+    ) -> str | None:
+        """Subtask attempts until one passes (its program is returned) or the budget is spent
+        (the group stays PyTorch: the program comes back unchanged)."""
+        st = outcome.subtask
+        done = [o.subtask.label for o in state.outcomes if o.status in {"done", "seeded"}]
+        failed = [o.subtask.label for o in state.outcomes if o.status == "failed"]
+        ctx = SubtaskContext(
+            subtask=st, program=program, attempt=0, budget=budget, in_cuda=done, in_pytorch=failed
+        )
+        is_partial = st.index < st.total or bool(failed)
+        outcome.status = "stopped"  # until it ends one way or the other
+        stage = CoderStage.draft
+        previous: Attempt | None = None
+        no_code_run = 0
+        for k in range(1, budget + 1):
+            self._check()
+            ctx.attempt = k
+            self.progress(f"{st.title}, attempt {k}/{budget}")
+            started = time.monotonic()
+            spliced = None
+            if k == 1 and seed is not None and program is not None:
+                spliced = partial.splice(program, st, seed.candidate, seed.sub)
+            ctx.seed = seed.candidate if (seed is not None and spliced is None) else None
+            if ctx.seed is None:
+                ctx.seed_feedback = None
+            req = self._request(state, stage, previous, ctx)
+            if spliced is not None:
+                reply = CoderReply(
+                    messages=build_messages(req),
+                    reply=(
+                        f"The builtin generator's kernels for group {st.group}, spliced into "
+                        f"its block.\n\n```python\n{spliced.rstrip()}\n```\n"
+                    ),
+                    code=spliced,
+                    finish_reason="stop",
+                    model="builtin",
+                )
+            else:
+                reply = self.coder.write(req)
+            attempt = self._verify_attempt(
+                state,
+                reply,
+                stage,
+                previous,
+                started,
+                "subtask",
+                coder="builtin" if spliced is not None else None,
+                subtask=ctx,
+                partial_program=is_partial,
+            )
+            outcome.attempts.append(attempt.index)
+            status = attempt.verdict.status
+            if status == "no_gpu":
+                raise _Stop("no_gpu", attempt.verdict.message or "no CUDA GPU here")
+            if status in {"passed", "compiled"}:
+                outcome.status = "seeded" if spliced is not None else "done"
+                outcome.accepted = attempt.index
+                state.built = attempt
+                return attempt.code
+            if status == "no_code":
+                no_code_run += 1
+                if no_code_run >= self.opt.max_no_code:
+                    raise _Stop(
+                        "endpoint",
+                        f"the model replied {no_code_run} times without a usable code block "
+                        f"({attempt.verdict.message})",
+                    )
+                continue
+            no_code_run = 0
+            if spliced is not None and seed is not None:
+                # the generator's code did not pass as it was: the Coder writes the group from
+                # the current program, with that code and what went wrong in front of it
+                ctx.seed_feedback = format_feedback(attempt.verdict)
+                stage, previous = CoderStage.draft, None
+                continue
+            stage, previous = self._next_stage(state, attempt)
+        last = state.attempts[-1].verdict if outcome.attempts else None
+        outcome.status = "failed"
+        why = f" (last: {last.status})" if last is not None else ""
+        outcome.message = f"no correct version in {budget} attempt(s){why}"
+        return program
+
+    def _whole_phase(self, state: _State, result: RunResult) -> None:
+        """After the subtasks: stitch the built program, then optimize it; draft the whole
+        program in one piece if no subtask passed."""
+        state.since_replan = 0
+        state.build_done = True
+        if state.built is None:
+            state.notes.append(
+                "no subtask reached a correct version; the whole program is drafted in one piece"
+            )
+            self._attempts(state, result, stage=CoderStage.draft, previous=None, phase="whole")
+            return
+        in_cuda = [o.subtask.label for o in state.outcomes if o.status in {"done", "seeded"}]
+        in_pytorch = [o.subtask.label for o in state.outcomes if o.status == "failed"]
+        self._from_built(state, result, stitch=StitchContext(in_cuda, in_pytorch))
+
+    def _from_built(
+        self, state: _State, result: RunResult, *, stitch: StitchContext | None
+    ) -> None:
+        built = state.built
+        assert built is not None
+        v = built.verdict
+        if v.status == "compiled":
+            raise _Stop("target_met")  # nothing more can be learnt without a GPU
+        left = stitch is not None and bool(stitch.in_pytorch)
+        if (v.speedup or 0.0) >= self.target and not left:
+            raise _Stop("target_met")
+        self._profile(built)
+        phase: Phase = "stitch" if stitch is not None else "whole"
+        self._attempts(
+            state,
+            result,
+            stage=CoderStage.optimize_performance,
+            previous=built,
+            phase=phase,
+            stitch=stitch,
+        )
+
     def _profile(self, attempt: Attempt) -> None:
         """Profile the version the next optimization starts from (once), if the Verifier can."""
         profile = getattr(self.verifier, "profile", None)
@@ -337,18 +679,40 @@ class GenerationLoop:
         if status == "compile_error":
             return CoderStage.repair_compile, attempt
         if status == "passed":
-            pool = [a for a in state.attempts if a.verdict.status == "passed"]
+            pool = [a for a in state.whole_programs() if a.verdict.status == "passed"]
             if state.baseline is not None and state.baseline.verdict.status == "passed":
                 pool.append(state.baseline)
             best = max(pool or [attempt], key=lambda a: a.verdict.speedup or 0.0)
             return CoderStage.optimize_performance, best
         return CoderStage.repair_correctness, attempt
 
-    def _score(self, attempt: Attempt, plan: Plan, previous: Attempt | None) -> None:
-        rub = rubric_mod.score_rules(attempt.code, attempt.verdict, attempt.stage, plan, previous)
+    def _score(
+        self,
+        attempt: Attempt,
+        plan: Plan,
+        previous: Attempt | None,
+        step: SubtaskContext | None = None,
+    ) -> None:
+        partial_groups = None
+        if step is not None and attempt.partial:
+            partial_groups = (len(step.in_cuda) + 1, step.subtask.total)
+        rub = rubric_mod.score_rules(
+            attempt.code,
+            attempt.verdict,
+            attempt.stage,
+            plan,
+            previous,
+            partial_groups=partial_groups,
+            step_base=step.program if step is not None else None,
+        )
         if self.client is not None and self.opt.use_judge and attempt.code:
             self.progress("Scoring")
             feedback = format_feedback(previous.verdict) if previous else ""
+            note = ""
+            if step is not None:
+                note = f"{step.subtask.title} of a step-by-step build"
+                if attempt.partial:
+                    note += "; a partial program: later groups stay PyTorch by design"
             rub = rubric_mod.judge(
                 self.client,
                 rub,
@@ -358,6 +722,7 @@ class GenerationLoop:
                 stage=attempt.stage,
                 feedback=feedback,
                 verdict=attempt.verdict,
+                note=note,
             )
         attempt.rubric = rub
         attempt.rubric_total = rub.total
@@ -365,14 +730,16 @@ class GenerationLoop:
 
     # ------------------------------------------------------------------ results
 
-    def _choose_best(self, result: RunResult, baseline: Attempt | None) -> None:
+    def _choose_best(self, result: RunResult, state: _State) -> None:
         if result.stopped == "cancelled":
             return
-        passed = [a for a in result.attempts if a.verdict.status == "passed"]
+        baseline = state.baseline
+        candidates = state.whole_programs()
+        passed = [a for a in candidates if a.verdict.status == "passed"]
         if baseline is not None and baseline.verdict.status == "passed":
             floor = baseline.verdict.speedup or 0.0
             passed = [a for a in passed if (a.verdict.speedup or 0.0) > floor]
-        compiled = [a for a in result.attempts if a.verdict.status == "compiled"]
+        compiled = [a for a in candidates if a.verdict.status == "compiled"]
         best: Attempt | None = None
         if passed:
             best = max(passed, key=lambda a: (a.verdict.speedup or 0.0, -a.index))
@@ -391,6 +758,8 @@ class GenerationLoop:
             if result.stopped != "cancelled":
                 made = f"{n} attempt(s) made; " if n else ""
                 result.message += f" ({made}nothing was written)"
+                if result.subtasks:
+                    result.message = _sentence(result.message, describe_subtasks(result.subtasks))
             return
         if best is None and result.baseline_speedup is not None:
             result.message = (
@@ -420,6 +789,8 @@ class GenerationLoop:
             )
         if result.stopped == "endpoint" and result.message:
             result.message += "; the run ended early: endpoint failure"
+        if result.subtasks and result.message:
+            result.message = _sentence(result.message, describe_subtasks(result.subtasks))
 
     def _write_trajectories(self, state: _State, result: RunResult) -> str | None:
         if self.opt.trajectories_dir is None or not state.records:

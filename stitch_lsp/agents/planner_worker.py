@@ -146,9 +146,10 @@ def analyze(path: Path, *, profile: bool) -> ReferenceAnalysis:
     )
     in_meta = [_meta(t) for t in _tensors(inputs)]
     in_bytes = sum(_nbytes(t) for t in _tensors(inputs))
+    metas: dict[str, TensorMeta | None] = {}
     try:
-        gm = torch.fx.symbolic_trace(model)
-        ops, outputs = _fx_costs(gm, inputs, fake, hw)
+        gm = _trace(model)
+        ops, outputs = _fx_costs(gm, inputs, fake, hw, path, metas)
         method = "fx"
     except Exception as exc:  # data-dependent control flow and the like
         notes.append(
@@ -176,6 +177,8 @@ def analyze(path: Path, *, profile: bool) -> ReferenceAnalysis:
         hardware=hw,
         notes=notes,
     )
+    if gm is not None:
+        _scaffold(gm, path, ns, fake, inputs, analysis, metas)
     analysis.notes.append(
         "FLOPs: matmul/conv from torch's flop counter; other ops one FLOP per element of "
         "their largest operand. "
@@ -191,17 +194,63 @@ def analyze(path: Path, *, profile: bool) -> ReferenceAnalysis:
     return analysis
 
 
+def _trace(model: Any) -> Any:
+    """torch.fx's symbolic trace, keeping each node's stack (its source line)."""
+    import torch
+
+    tracer = torch.fx.Tracer()
+    tracer.record_stack_traces = True
+    graph = tracer.trace(model)
+    return torch.fx.GraphModule(tracer.root, graph)
+
+
+def _scaffold(
+    gm: Any,
+    path: Path,
+    ns: dict[str, Any],
+    fake: Any,
+    inputs: list[Any],
+    analysis: ReferenceAnalysis,
+    metas: dict[str, TensorMeta | None],
+) -> None:
+    """The flat all-PyTorch ModelNew partial programs start from, checked before it is used."""
+    from stitch_lsp.agents import scaffold
+
+    lines = {op.node: op.line for op in analysis.ops}
+    try:
+        built = scaffold.build(gm, path.read_text(encoding="utf-8"), inputs, lines, metas)
+        scaffold.validate(built, ns, fake)
+    except scaffold.ScaffoldError as exc:
+        analysis.notes.append(f"no forward scaffold for partial programs: {exc}"[:300])
+        return
+    analysis.scaffold = built
+
+
 def _fx_costs(
-    gm: Any, inputs: list[Any], fake: Any, hw: HardwareSpec
+    gm: Any,
+    inputs: list[Any],
+    fake: Any,
+    hw: HardwareSpec,
+    path: Path,
+    metas: dict[str, TensorMeta | None],
 ) -> tuple[list[OpCost], list[Any]]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
+
+    from stitch_lsp.agents.scaffold import source_line, tensor_meta
 
     ops: list[OpCost] = []
     outputs: list[Any] = []
 
     class Costing(torch.fx.Interpreter):
         def run_node(self, n: Any) -> Any:
+            result = self._run(n)
+            metas[n.name] = tensor_meta(result)
+            if ops and ops[-1].node == n.name:
+                ops[-1].line = source_line(n, path)
+            return result
+
+        def _run(self, n: Any) -> Any:
             if n.op in {"placeholder", "get_attr"}:
                 return super().run_node(n)
             if n.op == "output":

@@ -64,13 +64,21 @@ def score_rules(
     stage: CoderStage,
     plan: Plan,
     previous: Attempt | None,
+    *,
+    partial_groups: tuple[int, int] | None = None,
+    step_base: str | None = None,
 ) -> Rubric:
+    """`partial_groups`: (groups meant to be in CUDA, all groups) for a step of a step-by-step
+    build, whose later groups are PyTorch by design: PyTorch left there is neither a hack nor a
+    coverage gap of this step. `step_base`: the program that step started from."""
     if not code:
         low = _item(1, "no code")
         return Rubric(anti_hacking=low, engineering=low, coverage=low, compliance=low)
 
     errors = [d for d in verdict.diagnostics if d.severity is Severity.error]
     hacks = [d for d in verdict.diagnostics if HACK_CODES.match(d.code)]
+    if partial_groups is not None:
+        hacks = [d for d in hacks if d.severity is Severity.error or "torch-op" not in d.code]
     major = verdict.status == "exploit" or any(d.severity is Severity.error for d in hacks)
     if major:
         why = verdict.message if verdict.status == "exploit" else hacks[0].message
@@ -97,6 +105,13 @@ def score_rules(
     )
     if kernels == 0:
         cov = _item(1, "no CUDA kernels: the work stays in PyTorch")
+    elif partial_groups is not None:
+        done, total = partial_groups
+        cov = _item(
+            1 + round(4 * done / max(total, 1)),
+            f"partial program: {done} of {total} planned groups in CUDA, the rest PyTorch "
+            "until their subtasks",
+        )
     elif torch_ops:
         cov = _item(
             3 if len(torch_ops) == 1 else 2, "torch compute left in Python: " + ", ".join(torch_ops)
@@ -104,7 +119,9 @@ def score_rules(
     else:
         cov = _item(5, f"{kernels} CUDA kernel(s); no torch compute operators in the Python code")
 
-    comp = _compliance(code, verdict, stage, plan, previous, kernels, errors)
+    comp = _compliance(
+        code, verdict, stage, plan, previous, kernels, errors, partial_groups, step_base
+    )
     return Rubric(
         anti_hacking=anti, engineering=eng, coverage=cov, compliance=comp, major_hack=major
     )
@@ -118,7 +135,14 @@ def _compliance(
     previous: Attempt | None,
     kernels: int,
     errors: Sequence[object],
+    partial_groups: tuple[int, int] | None = None,
+    step_base: str | None = None,
 ) -> RubricItem:
+    if stage is CoderStage.draft and partial_groups is not None:
+        before = len(_KERNEL.findall(step_base)) if step_base else 0
+        if kernels > before:
+            return _item(5, f"{kernels - before} new kernel(s) for this step's group")
+        return _item(2, "no new kernel for this step's group")
     if stage is CoderStage.draft:
         want = len(plan.fusion_groups)
         if want == 0:
@@ -161,15 +185,17 @@ def judge(
     stage: CoderStage,
     feedback: str,
     verdict: Verdict,
+    note: str = "",
 ) -> Rubric:
-    """Average the judge's scores with the rules' (the rules keep the last word on major hacks)."""
+    """Average the judge's scores with the rules' (the rules keep the last word on major hacks).
+    `note` says more about the stage, e.g. that the program is a partial step."""
     messages = [
         {"role": "system", "content": render("judge_system")},
         {
             "role": "user",
             "content": render(
                 "judge",
-                stage=stage.value,
+                stage=f"{stage.value} ({note})" if note else stage.value,
                 reference=reference.rstrip(),
                 plan=describe_plan(plan),
                 feedback=feedback or "(none)",

@@ -5,13 +5,19 @@ The CLI (`stitch-lsp generate`) and the editor feature call this, so both run th
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
 from stitch_lsp.agents.coder import BuiltinCoder, BuiltinDraft, Coder, LLMCoder
 from stitch_lsp.agents.llm import ChatClient
 from stitch_lsp.agents.loop import GenerationLoop, LoopOptions, Progress, Verifier
+from stitch_lsp.agents.partial import GroupSeed
+from stitch_lsp.agents.seeding import builtin_group_seeds
 from stitch_lsp.config import Settings
+from stitch_lsp.models.agents import ForwardScaffold, Subtask
+
+log = logging.getLogger(__name__)
 
 
 def coder_kind(settings: Settings) -> str:
@@ -52,6 +58,7 @@ def build_loop(
     device: str | None = None,
     seed_with_builtin: bool = True,
     trajectories: Path | None = None,
+    stepwise: bool = True,
 ) -> GenerationLoop:
     """The loop for `reference`; `root` is where relative trajectory folders start, unless
     `trajectories` names the folder itself (the server checks it first)."""
@@ -60,6 +67,7 @@ def build_loop(
     client: ChatClient | None = None
     coder: Coder
     seed = None
+    seed_groups = None
     if kind == "llm":
         client = ChatClient(settings, cancel=cancel)
         coder = LLMCoder(client)
@@ -72,6 +80,15 @@ def build_loop(
                     return None
                 return d.source if d.handled else None
 
+            def seed_groups(
+                scaffold: ForwardScaffold, subtasks: list[Subtask]
+            ) -> dict[str, GroupSeed]:
+                try:
+                    return builtin_group_seeds(reference, settings, scaffold, subtasks, cancel)
+                except Exception:  # optional as well: the LLM writes every group
+                    log.exception("seeding the subtasks with the builtin generator failed")
+                    return {}
+
     else:
         coder = BuiltinCoder(lambda: builtin_draft(reference, settings))
     if verifier is None:
@@ -83,6 +100,8 @@ def build_loop(
         trajectories_dir=trajectories or trajectories_folder(settings, root or reference.parent),
         reference_label=reference_label,
         seed=seed,
+        seed_groups=seed_groups,
+        stepwise=stepwise,
     )
     return GenerationLoop(
         reference,

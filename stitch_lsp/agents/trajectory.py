@@ -23,6 +23,15 @@ Schema `stitch-lsp.trajectory/1` (one object per line, file `<trajectories_dir>/
     metadata       {"reference", "coder", "model", "plan_revision", "verify_mode", "accepted",
                    "created", "seconds", "usage"}
 
+Added later, same schema (readers that ignore unknown keys are unaffected):
+
+    phase          single (a one-shot run) | subtask (one step of a step-by-step build) |
+                   stitch (the first whole-program attempt after the subtasks) | whole (the
+                   optimizations after it)
+    subtask        {"index", "total", "group", "label", "ops", "attempt", "budget"} for a
+                   subtask's attempt, else null
+    partial        true when the program leaves planned groups in PyTorch (a step of the build)
+
 `stitch-lsp export-trajectories` concatenates these files, filtered by reward or correctness.
 """
 
@@ -76,6 +85,9 @@ def record(
         "rubric": rubric,
         "reward": attempt.reward,
         "correct": v.correct,
+        "phase": attempt.phase,
+        "subtask": attempt.subtask.model_dump(mode="json") if attempt.subtask else None,
+        "partial": attempt.partial,
         "metadata": {
             "reference": reference,
             "coder": attempt.coder,

@@ -58,6 +58,7 @@ class OpCost(BaseModel):
     floor_ms: float = 0.0
     bound: Literal["memory", "compute"] = "memory"
     measured_ms: float | None = Field(None, description="GPU time of this node, when profiled.")
+    line: int | None = Field(None, description="The reference's source line that spells this op.")
 
 
 class KernelTime(BaseModel):
@@ -71,6 +72,39 @@ class PlannerRequest(BaseModel):
 
     reference: str
     profile: bool = False
+
+
+class ScaffoldInput(BaseModel):
+    name: str
+    meta: TensorMeta | None = Field(None, description="None when the input is not one tensor.")
+
+
+class ScaffoldStatement(BaseModel):
+    """One op of the flattened forward, as torch.fx writes it (`conv1 = self.conv1(x)`)."""
+
+    node: str = Field(description="The fx node name, which is also the variable it assigns.")
+    code: str
+    args: list[str] = Field(default_factory=list, description="The fx nodes it reads.")
+    line: int | None = None
+    meta: TensorMeta | None = Field(None, description="Its value, when that is one tensor.")
+
+
+class ForwardScaffold(BaseModel):
+    """The reference as a runnable all-PyTorch ModelNew whose forward names every op.
+
+    Partial programs start from it: the statements of a fusion group are the lines a subtask
+    replaces with CUDA. The worker checks that it builds the reference's parameters and gives
+    its output shapes (on fake tensors) before it hands it out.
+    """
+
+    prelude: str = Field(
+        description="Imports, helpers and `class ModelNew` with Model's constructor, verbatim."
+    )
+    signature: str = Field(description="The forward's `def` line, e.g. 'def forward(self, x):'.")
+    inputs: list[ScaffoldInput] = Field(default_factory=list)
+    statements: list[ScaffoldStatement] = Field(default_factory=list)
+    returns: str = Field(description="The forward's return statement.")
+    output_args: list[str] = Field(default_factory=list, description="The nodes it returns.")
 
 
 class ReferenceAnalysis(BaseModel):
@@ -92,6 +126,9 @@ class ReferenceAnalysis(BaseModel):
     kernels: list[KernelTime] = Field(default_factory=list)
     timeline: Timeline | None = Field(
         None, description="What the GPU does during one forward of the reference (profiled)."
+    )
+    scaffold: ForwardScaffold | None = Field(
+        None, description="The forward flattened by torch.fx, for partial programs (fx only)."
     )
     notes: list[str] = Field(default_factory=list)
 
@@ -122,6 +159,75 @@ class Plan(BaseModel):
     revision: int = 0
     source: Literal["analysis", "llm", "analysis+llm"] = "analysis"
     analysis: ReferenceAnalysis | None = None
+
+
+# ---------------------------------------------------------------- subtasks (step by step)
+
+
+class SubtaskOp(BaseModel):
+    node: str
+    op: str
+    shapes: list[list[int]] = Field(default_factory=list, description="Its output shapes.")
+    line: int | None = None
+
+
+class Subtask(BaseModel):
+    """One step of a step-by-step run: a fusion group (or a few adjacent ones) to write in CUDA
+    while the rest of the program stays PyTorch."""
+
+    index: int = Field(ge=1, description="1-based, in forward order.")
+    total: int
+    groups: list[str] = Field(description="The plan's fusion groups it covers, e.g. ['k3'].")
+    label: str = Field(description="Short name from its ops, e.g. 'conv+bn+relu'.")
+    ops: list[SubtaskOp] = Field(default_factory=list)
+    inputs: list[str] = Field(default_factory=list, description="Values it reads from outside.")
+    outputs: list[str] = Field(default_factory=list, description="Values used after it.")
+    lines: list[int] = Field(default_factory=list, description="Reference source lines.")
+    bottleneck: str = Field("", description="The expected bottleneck, from the analysis.")
+
+    @property
+    def group(self) -> str:
+        return "+".join(self.groups)
+
+    @property
+    def title(self) -> str:
+        return f"Subtask {self.index}/{self.total}: {self.label}"
+
+    def ref(self) -> SubtaskRef:
+        return SubtaskRef(
+            index=self.index,
+            total=self.total,
+            group=self.group,
+            label=self.label,
+            ops=[o.node for o in self.ops],
+        )
+
+
+class SubtaskRef(BaseModel):
+    """What an attempt record says about its subtask."""
+
+    index: int
+    total: int
+    group: str
+    label: str
+    ops: list[str] = Field(default_factory=list)
+    attempt: int | None = Field(None, description="The attempt's number within the subtask.")
+    budget: int | None = Field(None, description="The subtask's attempt budget.")
+
+
+SubtaskStatus = Literal["done", "seeded", "covered", "failed", "stopped", "not_reached"]
+
+
+class SubtaskOutcome(BaseModel):
+    """How one subtask ended: done (the Coder's code passed), seeded (the builtin generator's
+    code passed), covered (the builtin's whole program already did it), failed (left in PyTorch),
+    stopped (the run ended during it), not_reached (the run ended first)."""
+
+    subtask: Subtask
+    status: SubtaskStatus = "not_reached"
+    attempts: list[int] = Field(default_factory=list, description="Attempt indices it used.")
+    accepted: int | None = None
+    message: str = ""
 
 
 # ---------------------------------------------------------------- verification as the loop sees it
@@ -231,6 +337,15 @@ class Attempt(BaseModel):
     reward: float | None = Field(None, description="None when correctness was not checked.")
     accepted: bool = False
     seconds: float = 0.0
+    phase: Literal["single", "subtask", "stitch", "whole"] = Field(
+        "single",
+        description="single: a one-shot run; subtask: one group of a step-by-step run; stitch: "
+        "the first whole-program attempt after the subtasks; whole: the optimizations after it.",
+    )
+    subtask: SubtaskRef | None = None
+    partial: bool = Field(
+        False, description="The program leaves planned groups in PyTorch (a subtask's step)."
+    )
 
 
 class RunResult(BaseModel):
@@ -251,6 +366,10 @@ class RunResult(BaseModel):
     baseline_speedup: float | None = Field(
         None, description="Of the version an optimize run began from."
     )
+    subtasks: list[SubtaskOutcome] = Field(
+        default_factory=list, description="A step-by-step run's subtasks, in order."
+    )
+    notes: list[str] = Field(default_factory=list, description="How the run adapted its plan.")
 
     @property
     def best(self) -> Attempt | None:

@@ -2,8 +2,9 @@
 
 Requests are routed by their system prompt: the Planner's, the rubric judge's, and the Coder's
 each have their own script. Every request is recorded for assertions. A scripted step is a reply
-text, or a `Fail` that answers with an HTTP status, hangs past the client's timeout, or cuts the
-reply at max tokens.
+text, a function of the request's last user message that returns the reply text (a scripted Coder
+that edits the program it is shown), or a `Fail` that answers with an HTTP status, hangs past the
+client's timeout, or cuts the reply at max tokens.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,7 +29,7 @@ class Fail:
     text: str = "server error"
 
 
-Step = str | Fail
+Step = str | Fail | Callable[[str], str]
 
 
 @dataclass
@@ -79,6 +81,9 @@ class FakeOpenAI:
                     step = Fail(500, text="the test script has no more coder replies")
                 else:
                     step = "{}"  # planner/judge: an empty JSON object changes nothing
+                if callable(step) and not isinstance(step, Fail):
+                    user = [m["content"] for m in body["messages"] if m["role"] == "user"]
+                    step = step(user[-1] if user else "")
                 if isinstance(step, Fail):
                     if step.hang_s:
                         time.sleep(step.hang_s)

@@ -92,10 +92,11 @@ def generate_candidates(
     *,
     candidate_dir: Path | None = None,
     timeout_s: float = GENERATE_TIMEOUT_S,
+    cancel: threading.Event | None = None,
 ) -> list[BuiltinCandidate]:
     """Like `generate_candidate` for many references, in one worker (one `import torch`)."""
     refs = [Path(r).resolve() for r in references]
     if not refs:
         return []
     batch = GenerateBatch(items=[_request(r, None, candidate_dir) for r in refs])
-    return _run(batch, settings, timeout_s * len(refs))
+    return _run(batch, settings, timeout_s * len(refs), cancel)
