@@ -311,8 +311,8 @@ def splice(program: str, subtask: Subtask, candidate: str, sub: Subproblem) -> s
         header = [*_SHARE.splitlines(), *header]
     open_at, close_at, indent = block
     lines = program.splitlines()
-    targets = ", ".join(sub.outputs)
-    call = f"{indent}{targets} = {prefix}group(self)({', '.join(sub.inputs)})"
+    assigned = ", ".join(sub.outputs)
+    call = f"{indent}{assigned} = {prefix}group(self)({', '.join(sub.inputs)})"
     opened = f"{indent}{OPEN}{subtask.group} · subtask {subtask.index}/{subtask.total}: "
     opened += f"{subtask.label} (builtin kernels)"
     lines[open_at : close_at + 1] = [opened, call, f"{indent}{CLOSE}{subtask.group}"]

@@ -139,9 +139,9 @@ def _compliance(
     step_base: str | None = None,
 ) -> RubricItem:
     if stage is CoderStage.draft and partial_groups is not None:
-        before = len(_KERNEL.findall(step_base)) if step_base else 0
-        if kernels > before:
-            return _item(5, f"{kernels - before} new kernel(s) for this step's group")
+        had = len(_KERNEL.findall(step_base)) if step_base else 0
+        if kernels > had:
+            return _item(5, f"{kernels - had} new kernel(s) for this step's group")
         return _item(2, "no new kernel for this step's group")
     if stage is CoderStage.draft:
         want = len(plan.fusion_groups)

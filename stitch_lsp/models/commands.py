@@ -109,6 +109,8 @@ class AttemptSummary(WireModel):
     speedup: float | None = None
     rubric: int | None = None
     reward: float | None = None
+    phase: str = "single"
+    subtask: str | None = None  # "2/5 conv+bn+relu" in a step-by-step run
 
 
 class GenerateCommandResult(CommandResult):

@@ -337,3 +337,92 @@ def test_replies_without_code_inside_a_subtask_end_the_run(endpoint, mlp3, tmp_p
     result = loop.run()
     assert result.stopped == "endpoint" and "2 times without a usable code block" in result.message
     assert result.best is None
+
+
+# ---------------------------------------------------------------- subtasks and partial programs
+
+
+def _plan(analysis):
+    from stitch_lsp.agents.planner import plan_from_analysis
+
+    return plan_from_analysis(analysis)
+
+
+def test_subtasks_follow_the_forward_and_say_what_each_group_is(mlp3):
+    from stitch_lsp.agents.subtasks import describe, plan_subtasks, subtask_budget
+
+    subtasks, note = plan_subtasks(_plan(mlp3_analysis(mlp3, None)))
+    assert note is None
+    assert [(s.index, s.total, s.group, s.label) for s in subtasks] == [
+        (1, 3, "k1", "linear+relu"),
+        (2, 3, "k2", "linear+tanh+mul"),
+        (3, 3, "k3", "linear+sigmoid"),
+    ]
+    st = subtasks[1]
+    assert (st.inputs, st.outputs, st.lines) == (["relu"], ["mul"], [17])
+    assert st.bottleneck.startswith("fc2 (Linear, compute-bound): floor ")
+    assert "- tanh: tanh -> [256, 1024], line 17" in describe(st)
+    assert [subtask_budget(n) for n in (1, 2, 3, 5, 10)] == [2, 2, 2, 3, 5]
+
+
+def test_a_plan_whose_groups_are_not_runs_falls_back_and_many_groups_merge(mlp3):
+    from stitch_lsp.agents.subtasks import plan_subtasks
+    from stitch_lsp.models.agents import FusionGroup
+
+    plan = _plan(mlp3_analysis(mlp3, None))
+    plan.fusion_groups = [
+        FusionGroup(name="a", ops=["fc1", "fc2"]),  # not consecutive: relu is between
+        FusionGroup(name="b", ops=["relu", "tanh", "mul", "fc3", "sigmoid"]),
+    ]
+    subtasks, note = plan_subtasks(plan)
+    assert [s.group for s in subtasks] == ["k1", "k2", "k3"]
+    assert note is not None and "follow the analysis's groups" in note
+
+    plan.fusion_groups = [
+        FusionGroup(name=f"g{i}", ops=[op.node]) for i, op in enumerate(plan.analysis.ops)
+    ]
+    subtasks, note = plan_subtasks(plan, limit=3)
+    assert [s.groups for s in subtasks] == [["g0", "g1", "g2"], ["g3", "g4"], ["g5", "g6"]]
+    assert (
+        subtasks[0].group == "g0+g1+g2"
+        and note == "7 fusion groups merged into 3 subtasks of adjacent groups"
+    )
+
+
+def test_splicing_renames_the_generated_module_and_keeps_its_cuda(mlp3):
+    from stitch_lsp.agents import partial
+    from stitch_lsp.agents.subtasks import plan_subtasks
+
+    analysis = mlp3_analysis(mlp3, None)
+    subtasks, _ = plan_subtasks(_plan(analysis))
+    program = partial.compose(analysis.scaffold, subtasks)
+    assert partial.find_block(program, "k2") is not None
+    sub = partial.subproblem(analysis.scaffold, subtasks[1], mlp3)
+    assert sub is not None and (sub.inputs, sub.outputs, sub.attrs) == (["relu"], ["mul"], ["fc2"])
+    assert "def forward(self, relu):" in sub.source and "return mul" in sub.source
+    assert "torch.randn((256, 1024), dtype=torch.float32)" in sub.source
+    generated = (
+        "import torch\n"
+        'SRC = r"""__global__ void k(float* SRC) {}"""\n'
+        "_lib = None\n\n\n"
+        "def _load():\n"
+        "    global _lib\n"
+        "    _lib = load_cuda(SRC, name='x')\n"
+        "    return _lib\n\n\n"
+        "class ModelNew(torch.nn.Module):\n"
+        "    def forward(self, relu):\n"
+        "        self._lib = _load()\n"
+        "        return relu\n"
+    )
+    out = partial.splice(program, subtasks[1], generated, sub)
+    assert out is not None
+    assert '_stitch_k2_SRC = r"""__global__ void k(float* SRC) {}"""' in out  # strings kept
+    assert "global _stitch_k2__lib" in out and "self._lib = _stitch_k2__load()" in out
+    assert "mul = _stitch_k2_group(self)(relu)" in out
+    assert "    _stitch_k2__load()  # its kernels: built once, then cached" in out
+    assert "fc1 = self.fc1(x)" in out and "fc3 = self.fc3(mul)" in out  # other blocks untouched
+    compile(out, "spliced", "exec")
+    # a program that lost the block's markers cannot take the splice
+    assert (
+        partial.splice(out.replace("# >>> stitch k3", "# k3"), subtasks[2], generated, sub) is None
+    )

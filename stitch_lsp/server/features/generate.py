@@ -217,6 +217,10 @@ async def run_generation(
                 speedup=a.verdict.speedup,
                 rubric=a.rubric_total,
                 reward=a.reward,
+                phase=a.phase,
+                subtask=(
+                    f"{a.subtask.index}/{a.subtask.total} {a.subtask.label}" if a.subtask else None
+                ),
             )
             for a in result.attempts
         ],
