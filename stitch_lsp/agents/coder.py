@@ -13,6 +13,7 @@ from typing import Protocol
 
 from stitch_lsp.agents.extract import extract_code
 from stitch_lsp.agents.llm import ChatClient
+from stitch_lsp.agents.partial import find_block
 from stitch_lsp.agents.planner import describe_hardware, describe_plan
 from stitch_lsp.agents.prompts import render
 from stitch_lsp.agents.subtasks import describe as describe_subtask
@@ -184,7 +185,17 @@ def _others(ctx: SubtaskContext) -> str:
 
 def _subtask_draft(ctx: SubtaskContext, common: dict[str, object]) -> str:
     st = ctx.subtask
-    if ctx.program is not None:
+    if ctx.program is not None and find_block(ctx.program, st.group) is None:
+        intro = (
+            f"Write this subtask's ops in CUDA inside the current partial program, whose other "
+            f"parts stay as they are ({_others(ctx)}); everything not yet in CUDA is computed "
+            "as the reference does. Mark the block you write with "
+            f"`# >>> stitch {st.group}` before it and `# <<< stitch {st.group}` after it, keep "
+            "ModelNew's constructor and parameters, and keep every name that later code uses "
+            "defined. The Verifier checks the whole program against the full reference."
+        )
+        current = f"The current partial program:\n```python\n{ctx.program.rstrip()}\n```"
+    elif ctx.program is not None:
         intro = (
             f"Write group {st.group} in CUDA inside the current partial program: replace the "
             f"PyTorch statements between `# >>> stitch {st.group}` and `# <<< stitch {st.group}` "

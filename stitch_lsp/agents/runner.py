@@ -27,11 +27,13 @@ def coder_kind(settings: Settings) -> str:
     return settings.coder
 
 
-def builtin_draft(reference: Path, settings: Settings) -> BuiltinDraft:
+def builtin_draft(
+    reference: Path, settings: Settings, cancel: threading.Event | None = None
+) -> BuiltinDraft:
     """Run the builtin generator (it runs its own torch worker) on `reference`."""
     from stitch_lsp.agents.builtin import generate_candidate
 
-    cand = generate_candidate(reference, settings)
+    cand = generate_candidate(reference, settings, cancel=cancel)
     reason = cand.reason
     if cand.handled and not reason:
         groups = getattr(cand, "groups", []) or []
@@ -75,7 +77,7 @@ def build_loop(
 
             def seed() -> str | None:
                 try:
-                    d = builtin_draft(reference, settings)
+                    d = builtin_draft(reference, settings, cancel)
                 except Exception:  # the seed is optional: the LLM drafts from the plan alone
                     return None
                 return d.source if d.handled else None
@@ -90,7 +92,7 @@ def build_loop(
                     return {}
 
     else:
-        coder = BuiltinCoder(lambda: builtin_draft(reference, settings))
+        coder = BuiltinCoder(lambda: builtin_draft(reference, settings, cancel))
     if verifier is None:
         from stitch_lsp.agents.verifier import StitchVerifier
 

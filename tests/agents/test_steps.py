@@ -426,3 +426,30 @@ def test_splicing_renames_the_generated_module_and_keeps_its_cuda(mlp3):
     assert (
         partial.splice(out.replace("# >>> stitch k3", "# k3"), subtasks[2], generated, sub) is None
     )
+
+
+def test_without_a_scaffold_each_subtask_starts_from_the_reference(endpoint, mlp3, tmp_path):
+    """torch.fx could not write the forward flat (module hooks, a constant made in forward):
+    subtask 1 starts from the reference, later ones from the last program, blocks or not."""
+
+    def no_scaffold(reference, settings, **kw):
+        analysis = mlp3_analysis(reference, settings, **kw)
+        analysis.scaffold = None
+        return analysis
+
+    endpoint.script.coder.extend(
+        [
+            reply("VERDICT passed 1.0"),  # a program without blocks
+            reply("VERDICT passed 1.0"),
+            reply("VERDICT passed 1.5"),
+        ]
+    )
+    loop, _ = make_loop(endpoint, mlp3, tmp_path, analyze=no_scaffold, target_speedup=1.2)
+    result = loop.run()
+    assert [o.status for o in result.subtasks] == ["done"] * 3
+    assert any("no flat forward from torch.fx" in n for n in result.notes)
+    first, second, _ = endpoint.script.prompts("coder")
+    assert "There is no partial program yet: start from the reference." in first
+    assert "Mark the block you write with `# >>> stitch k1`" in first
+    assert "The current partial program:" in second
+    assert "Mark the block you write with `# >>> stitch k2`" in second
