@@ -101,12 +101,12 @@ def test_three_groups_are_built_verified_stitched_and_optimized(tmp_path: Path, 
 
 
 def test_builtin_seeds_two_groups_and_the_llm_writes_the_third(tmp_path: Path, capsys) -> None:
-    """conv3_cumsum: the builtin generator's code for conv+relu and conv+sigmoid runs inside the
-    partial programs (its CUDA graph replay included); the scripted Coder writes cumsum."""
+    """conv3_scan: the builtin generator's code for conv+relu and conv+sigmoid runs inside the
+    partial programs (its CUDA graph replay included); the scripted Coder writes logcumsumexp."""
     pytest.importorskip("torch")
-    ref = Path(shutil.copy(DATA / "conv3_cumsum.py", tmp_path / "conv3_cumsum.py"))
+    ref = Path(shutil.copy(DATA / "conv3_scan.py", tmp_path / "conv3_scan.py"))
     with FakeOpenAI() as endpoint:
-        endpoint.script.coder.append(conv3_steps.write_cumsum_group)
+        endpoint.script.coder.append(conv3_steps.write_scan_group)
         rc = main(
             [
                 "generate", str(ref), "--coder", "llm", "--base-url", endpoint.base_url,

@@ -40,9 +40,9 @@ async def client(lsp_client: StitchClient):
 )
 async def test_generate_shows_each_subtask(client: StitchClient, tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    ref = Path(shutil.copy(DATA / "conv3_cumsum.py", tmp_path / "conv3_cumsum.py"))
+    ref = Path(shutil.copy(DATA / "conv3_scan.py", tmp_path / "conv3_scan.py"))
     with FakeOpenAI() as endpoint:
-        endpoint.script.coder.append(conv3_steps.write_cumsum_group)
+        endpoint.script.coder.append(conv3_steps.write_scan_group)
         settings = {"llmModel": "scripted", "trajectoriesDir": str(tmp_path / "traj")}
         user = {"llmBaseUrl": endpoint.base_url}
         await initialize(client, tmp_path, settings=settings, user_settings=user, trusted=True)
@@ -55,13 +55,13 @@ async def test_generate_shows_each_subtask(client: StitchClient, tmp_path: Path)
     assert result["ok"], result
     reports = [getattr(r, "message", None) for rs in client.progress_reports.values() for r in rs]
     assert "Subtask 1/3: conv+relu, attempt 1/3" in reports
-    assert "Subtask 2/3: conv+cumsum, attempt 1/3" in reports
+    assert "Subtask 2/3: conv+logcumsumexp, attempt 1/3" in reports
     assert "Seeding the subtasks with the builtin generator" in reports
     assert [(a["subtask"], a["phase"], a["status"]) for a in result["attempts"]] == [
         ("1/3 conv+relu", "subtask", "compiled"),
-        ("2/3 conv+cumsum", "subtask", "compiled"),
+        ("2/3 conv+logcumsumexp", "subtask", "compiled"),
         ("3/3 conv+sigmoid", "subtask", "compiled"),
     ]
-    text = (tmp_path / "conv3_cumsum_stitch.py").read_text()
-    assert "cumsum = _row_cumsum(conv2)" in text and "_stitch_k3_group(self)" in text
+    text = (tmp_path / "conv3_scan_stitch.py").read_text()
+    assert "logcumsumexp = _row_logcumsumexp(conv2)" in text and "_stitch_k3_group(self)" in text
     assert any("3 subtasks" in m.message for m in client.messages)

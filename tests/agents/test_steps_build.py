@@ -127,14 +127,14 @@ def test_generate_builds_step_by_step_and_writes_the_built_program(tmp_path: Pat
 
 
 def test_the_builtin_generator_seeds_the_groups_it_handles(tmp_path: Path, capsys) -> None:
-    """conv3_cumsum.py: the generator refuses cumsum, so not the whole model, but it handles
+    """conv3_scan.py: the generator refuses logcumsumexp, so not the whole model, but it handles
     conv+relu and conv+sigmoid: their code is spliced into their blocks and builds; the LLM
-    writes the cumsum group (a build error, then its repair)."""
+    writes the logcumsumexp group (a build error, then its repair)."""
     _nvcc()
-    ref = Path(shutil.copy(DATA / "conv3_cumsum.py", tmp_path / "conv3_cumsum.py"))
+    ref = Path(shutil.copy(DATA / "conv3_scan.py", tmp_path / "conv3_scan.py"))
     with FakeOpenAI() as endpoint:
         endpoint.script.coder.extend(
-            [lambda p: conv3_steps.write_cumsum_group(p, broken=True), conv3_steps.repair]
+            [lambda p: conv3_steps.write_scan_group(p, broken=True), conv3_steps.repair]
         )
         rc = main(
             [
@@ -157,6 +157,6 @@ def test_the_builtin_generator_seeds_the_groups_it_handles(tmp_path: Path, capsy
     assert [s["status"] for s in result["subtasks"]] == ["seeded", "done", "seeded"]
     assert "relu = _stitch_k1_group(self)(x)" in prompts[0]  # subtask 2 starts from the splice
     written = Path(result["output"]).read_text()
-    assert "sigmoid = _stitch_k3_group(self)(cumsum)" in written
-    assert "cumsum = _row_cumsum(conv2)" in written
+    assert "sigmoid = _stitch_k3_group(self)(logcumsumexp)" in written
+    assert "logcumsumexp = _row_logcumsumexp(conv2)" in written
     assert "1/3 k1 conv+relu: done by the builtin generator (attempt 1)" in out.err

@@ -1,6 +1,6 @@
 """A small level-3-like problem for builtin seeding: three convolutions with tails. The builtin
-generator handles conv+relu and conv+sigmoid but not cumsum, so it cannot do the whole model,
-yet it can seed two of its three subtasks."""
+generator handles conv+relu and conv+sigmoid but not a running log-sum-exp (logcumsumexp), so it
+cannot do the whole model, yet it can seed two of its three subtasks."""
 
 import torch
 import torch.nn as nn
@@ -15,7 +15,7 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.conv1(x))
-        x = torch.cumsum(self.conv2(x), dim=3)
+        x = torch.logcumsumexp(self.conv2(x), dim=3)
         return torch.sigmoid(self.conv3(x))
 
 
