@@ -66,6 +66,7 @@ FEATURE_MODULES: list[str] = [
     "stitch_lsp.server.features.profile",
     "stitch_lsp.server.features.generate",
     "stitch_lsp.server.features.verify",
+    "stitch_lsp.server.features.jobs_view",
 ]
 """Feature modules loaded by `create_server`, in order (hover sections follow this order).
 

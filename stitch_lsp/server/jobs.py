@@ -183,6 +183,11 @@ class Job:
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     started: float | None = None
+    stage: str = ""
+    """The last progress message: what the job is doing now (the editor's jobs view shows it)."""
+    submitted_at: float = field(default_factory=time.time)
+    started_at: float | None = None
+    """Wall-clock (epoch) times, for elapsed times shown in another process."""
 
     @property
     def title(self) -> str:
@@ -229,6 +234,8 @@ class JobScheduler:
         self._active: dict[JobKey, Job] = {}
         self._cache: OrderedDict[str, tuple[JobOutcome, frozenset[str]]] = OrderedDict()
         self._cache_size = cache_size
+        self.on_change: Callable[[], None] | None = None
+        """Called whenever a job is queued, starts, reports or ends (the jobs view listens)."""
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -276,6 +283,7 @@ class JobScheduler:
             self._enqueue(job)
         else:
             job.task = asyncio.get_running_loop().create_task(self._run_cpu(job))
+        self._changed()
         return job
 
     def cancel(self, job: Job | JobKey, reason: str = "cancelled") -> bool:
@@ -421,6 +429,8 @@ class JobScheduler:
             return
         job.state = JobState.running
         job.started = time.perf_counter()
+        job.started_at = time.time()
+        self._changed()
         where = f" on {job.device}" if job.device else ""
         self._status("running", f"{job.title}{where}", None)
         if self.progress is not None:
@@ -479,6 +489,7 @@ class JobScheduler:
                 log.exception("progress end failed for job %s", job.id)
         if not job.future.done():
             job.future.set_result(outcome)
+        self._changed()
         if outcome.state in (JobState.done, JobState.cached):
             self._status("done", outcome.message, outcome.speedup)
         elif outcome.state in (JobState.failed, JobState.no_gpu, JobState.untrusted):
@@ -487,11 +498,21 @@ class JobScheduler:
             self._status("idle", outcome.message, None)
 
     def _report(self, job: Job, message: str, percentage: int | None) -> None:
+        if not job.finished and message != job.stage:
+            job.stage = message
+            self._changed()
         if self.progress is not None and not job.finished:
             try:
                 self.progress.report(job, message, percentage)
             except Exception:
                 log.exception("progress report failed for job %s", job.id)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("jobs change callback failed")
 
     def _status(self, state: str, message: str, speedup: float | None) -> None:
         if self.on_status is not None:

@@ -48,6 +48,7 @@ class StitchClient(LanguageClient):
         self.applied_edits: list[lsp.ApplyWorkspaceEditParams] = []
         self.registrations: list[lsp.Registration] = []
         self.statuses: list[dict[str, Any]] = []
+        self.job_lists: list[list[dict[str, Any]]] = []
         self.published: list[lsp.PublishDiagnosticsParams] = []
         self.apply_edits_to_disk = False
         self._published_event = asyncio.Event()
@@ -88,6 +89,10 @@ def _status(client: StitchClient, params: Any) -> None:
     client.statuses.append(_plain(params))
 
 
+def _jobs(client: StitchClient, params: Any) -> None:
+    client.job_lists.append(_plain(params).get("jobs", []))
+
+
 def make_client() -> StitchClient:
     client = StitchClient()
     features = dict(DEFAULT_CLIENT_FEATURES)
@@ -96,6 +101,7 @@ def make_client() -> StitchClient:
     features[lsp.CLIENT_REGISTER_CAPABILITY] = _register
     features[lsp.CLIENT_UNREGISTER_CAPABILITY] = _unregister
     features["stitch/status"] = _status
+    features["stitch/jobs"] = _jobs
     register_lsp_features(client, features)
     return client
 

@@ -1,0 +1,129 @@
+"""Messages that only the editor's views use: the jobs list and the results panel.
+
+They cross to the client as JSON in camelCase (the client is TypeScript); Python reads them in
+snake_case.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+JOBS_METHOD = "stitch/jobs"
+"""Request (client -> server) and notification (server -> client): the running and queued jobs."""
+
+RESULTS_METHOD = "stitch/results"
+"""Request: everything measured for one file (attempts, verify, profile, roofline)."""
+
+CANCEL_COMMAND = "stitch.cancel"
+"""`workspace/executeCommand`: [] cancels every job, [{id}] one job, [{uri}] a file's jobs."""
+
+
+class CamelModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def to_json(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# ---- jobs --------------------------------------------------------------------------------------
+
+
+class JobView(CamelModel):
+    id: int
+    kind: str = Field(description="verify, profile, generate, optimize, ...")
+    title: str
+    uri: str | None = None
+    file: str | None = Field(None, description="The file's name, for a short label.")
+    device: str | None = Field(None, description="cuda:K, or None for a CPU job.")
+    state: Literal["queued", "running"]
+    stage: str = Field("", description="The last progress message.")
+    submitted_at: float = Field(description="Epoch seconds.")
+    started_at: float | None = None
+    elapsed_s: float = Field(0.0, description="Seconds since it started (or was queued).")
+
+
+class JobsParams(CamelModel):
+    jobs: list[JobView] = Field(default_factory=list)
+
+
+# ---- results panel -----------------------------------------------------------------------------
+
+
+class AttemptRow(CamelModel):
+    """One attempt of a generate/optimize run, from its trajectory record."""
+
+    run_id: str
+    attempt: int
+    stage: str
+    status: str
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    rubric: int | None = Field(None, description="Rubric total, 4 to 20.")
+    reward: float | None = None
+    correct: bool | None = None
+    accepted: bool = False
+    this_file: bool = Field(False, description="This attempt's code is the file being shown.")
+    created: str | None = None
+    message: str = ""
+
+
+class VerifySummary(CamelModel):
+    status: str
+    title: str
+    message: str = ""
+    stale: bool = Field(False, description="The file changed since it was verified.")
+    compile_only: bool = False
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    eager_ms: float | None = None
+    compiled_ms: float | None = None
+    candidate_ms: float | None = None
+    gpu: str | None = None
+    max_abs_error: float | None = None
+
+
+class KernelRow(CamelModel):
+    """One profiled kernel: the ncu table's row and its roofline point."""
+
+    name: str
+    side: Literal["candidate", "reference"]
+    duration_us: float | None = None
+    sm_pct: float | None = None
+    memory_pct: float | None = None
+    dram_gb_s: float | None = None
+    occupancy_pct: float | None = None
+    registers: int | None = None
+    block: int | None = None
+    grid: int | None = None
+    bottleneck: str = "unknown"
+    arithmetic_intensity: float | None = Field(None, description="FLOP per DRAM byte.")
+    gflops: float | None = Field(None, description="Achieved GFLOP/s.")
+    line: int | None = Field(None, description="1-based line of the kernel in this file.")
+
+
+class Roofs(CamelModel):
+    """The GPU's roofs, from ncu's SpeedOfLight_RooflineChart metrics."""
+
+    peak_gflops: float
+    peak_gb_s: float
+
+    @property
+    def ridge(self) -> float:
+        return self.peak_gflops / self.peak_gb_s if self.peak_gb_s else 0.0
+
+
+class ResultsResponse(CamelModel):
+    uri: str
+    file: str
+    role: Literal["reference", "candidate", "other"]
+    reference: str | None = Field(None, description="The reference file's path, if known.")
+    attempts: list[AttemptRow] = Field(default_factory=list)
+    verify: VerifySummary | None = None
+    kernels: list[KernelRow] = Field(default_factory=list)
+    roofs: Roofs | None = None
+    profile_stale: bool = False
+    report: str | None = Field(None, description="The .ncu-rep the kernels come from.")
+    notes: list[str] = Field(default_factory=list, description="What is missing, and why.")
