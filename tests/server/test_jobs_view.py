@@ -117,7 +117,9 @@ async def test_cancelling_generate_kills_the_worker_group_and_writes_nothing(
     client.apply_edits_to_disk = True
     pids = tmp_path / "worker.pids"
     fake_python = tmp_path / "slow-python"
-    fake_python.write_text(f'#!/bin/sh\necho $$ >> "{pids}"\nsleep 300 &\necho $! >> "{pids}"\nwait\n')
+    fake_python.write_text(
+        f'#!/bin/sh\necho $$ >> "{pids}"\nsleep 300 &\necho $! >> "{pids}"\nwait\n'
+    )
     fake_python.chmod(fake_python.stat().st_mode | stat.S_IXUSR)
     reference = tmp_path / "layernorm_gelu.py"
     shutil.copy(REPO / "examples" / "layernorm_gelu.py", reference)
