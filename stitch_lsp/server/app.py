@@ -67,6 +67,7 @@ FEATURE_MODULES: list[str] = [
     "stitch_lsp.server.features.generate",
     "stitch_lsp.server.features.verify",
     "stitch_lsp.server.features.jobs_view",
+    "stitch_lsp.server.features.navigation",
 ]
 """Feature modules loaded by `create_server`, in order (hover sections follow this order).
 
