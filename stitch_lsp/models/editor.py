@@ -107,12 +107,10 @@ class KernelRow(CamelModel):
 class Roofs(CamelModel):
     """The GPU's roofs, from ncu's SpeedOfLight_RooflineChart metrics."""
 
-    peak_gflops: float
-    peak_gb_s: float
-
-    @property
-    def ridge(self) -> float:
-        return self.peak_gflops / self.peak_gb_s if self.peak_gb_s else 0.0
+    peak_gflops: float = Field(description="FP32 (FFMA) peak, GFLOP/s.")
+    peak_gb_s: float = Field(description="DRAM peak, GB/s.")
+    source: str = Field(description="'ncu' when measured, else where the figures come from.")
+    gpu: str | None = None
 
 
 class ResultsResponse(CamelModel):

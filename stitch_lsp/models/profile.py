@@ -171,6 +171,11 @@ class ProfileRequest(BaseModel):
     report_dir: str | None = Field(None, description="where to keep the .ncu-rep; default: temp")
     timeout_s: float = 600.0
     nvcc_flags: list[str] = Field(default_factory=list)
+    reference: str | None = Field(
+        None,
+        description="a KernelBench reference .py whose `Model` is profiled as well (all its "
+        "kernels), so that the candidate's kernels can be shown beside the reference's",
+    )
 
 
 class ReportRequest(BaseModel):
@@ -200,6 +205,10 @@ class ProfileRun(BaseModel):
     ncu_s: float = 0.0
     build_s: float = 0.0
     log_tail: str = ""
+    reference_report: ProfileReport | None = Field(
+        None, description="the reference's kernels, when the request named a reference"
+    )
+    reference_error: str | None = Field(None, description="why the reference has no report")
 
 
 class KernelSummary(BaseModel):

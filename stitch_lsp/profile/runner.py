@@ -132,8 +132,40 @@ def _worker_env() -> dict[str, str]:
     return worker_environment({"NVCC_APPEND_FLAGS": flags})
 
 
+ALL_KERNELS = "regex:."
+
+
 def run_profile(req: ProfileRequest) -> ProfileRun:
-    """Profile `req.path` and read the report. Never raises for an expected failure."""
+    """Profile `req.path` (and then its reference, if named) and read the reports.
+
+    Never raises for an expected failure. A reference that cannot be profiled leaves the
+    candidate's report as it is and says why in `reference_error`.
+    """
+    run = _run_one(req)
+    if not run.ok or not req.reference:
+        return run
+    ref_req = req.model_copy(
+        update={
+            "path": req.reference,
+            "reference": None,
+            "class_name": "Model",
+            "kernel_regex": ALL_KERNELS,  # PyTorch's kernels: the reference has none of its own
+            "report_dir": str(Path(run.report_path).parent / "reference")
+            if run.report_path
+            else None,
+        }
+    )
+    ref = _run_one(ref_req)
+    if ref.ok and ref.report is not None:
+        run.reference_report = ref.report
+    else:
+        run.reference_error = ref.error or "the reference could not be profiled"
+    run.wall_s += ref.wall_s
+    run.ncu_s += ref.ncu_s
+    return run
+
+
+def _run_one(req: ProfileRequest) -> ProfileRun:
     started = time.perf_counter()
     path = Path(req.path).resolve()
 

@@ -68,6 +68,7 @@ FEATURE_MODULES: list[str] = [
     "stitch_lsp.server.features.verify",
     "stitch_lsp.server.features.jobs_view",
     "stitch_lsp.server.features.navigation",
+    "stitch_lsp.server.features.results",
 ]
 """Feature modules loaded by `create_server`, in order (hover sections follow this order).
 
@@ -146,6 +147,8 @@ class StitchServer(LanguageServer):
         self._init_settings: dict[str, Any] = {}
         self._user_settings: dict[str, Any] | None = None
         self._notices_shown: set[str] = set()
+        self.client_options: dict[str, Any] = {}
+        """initializationOptions as the client sent them (e.g. `clientCommands`)."""
         self._fixed_devices = devices
         self._errors_seen: set[tuple[str, str, str]] = set()
         self.load_errors: list[str] = []
@@ -318,6 +321,7 @@ class StitchServer(LanguageServer):
         """Read `initializationOptions`: `settings`, `userSettings` (values the editor vouches
         come from user-level settings; see `scopes`) and `trusted`."""
         opts = options if isinstance(options, dict) else {}
+        self.client_options = opts
         settings, user = opts.get("settings"), opts.get(USER_SETTINGS_KEY)
         self._init_settings = settings if isinstance(settings, dict) else {}
         self._user_settings = dict(user) if isinstance(user, dict) else None

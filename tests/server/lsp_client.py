@@ -150,17 +150,19 @@ async def initialize(
     configuration: dict[str, Any] | None = None,
     capabilities: str = "visual-studio-code",
     user_settings: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> lsp.InitializeResult:
     """initialize + initialized like VS Code would, then wait until the server is ready.
 
     `settings`/`trusted` go into initializationOptions, and `user_settings` as `userSettings`
-    (values the editor vouches come from user-level settings, like llmBaseUrl);
+    (values the editor vouches come from user-level settings, like llmBaseUrl), and any other
+    `options` as they are;
     `configuration` is what the client answers to workspace/configuration for the `stitch`
     section.
     """
     if configuration is not None:
         client.set_configuration(configuration, section="stitch")
-    options: dict[str, Any] = {}
+    options = dict(options or {})
     if settings is not None:
         options["settings"] = settings
     if user_settings is not None:

@@ -46,6 +46,7 @@ from stitch_lsp.server.features.common import (
     lens,
     unsaved,
 )
+from stitch_lsp.server.features.results import profile_reference, remember_profile
 
 if TYPE_CHECKING:
     from stitch_lsp.server.app import StitchServer
@@ -331,6 +332,7 @@ async def start_profile(
         return CommandResult(ok=False, message="only .py and .cu files can be profiled")
     text = doc.text if doc is not None else path.read_text(encoding="utf-8", errors="replace")
     s = ls.settings
+    reference = profile_reference(doc, path)
     req = ProfileRequest(
         path=str(path),
         sections=list(s.ncu_sections),
@@ -338,7 +340,9 @@ async def start_profile(
         ncu_path=s.ncu_path,
         python=s.python_for_workers,
         timeout_s=s.verify_timeout_s,
+        reference=str(reference) if reference is not None else None,
     )
+    ref_text = _read(reference) if reference is not None and reference != path else ""
     if doc is not None and doc.version is not None and unsaved(doc, path):
         message = "save the file first: the profiler runs what is on disk"
         return CommandResult(ok=False, message=message)
@@ -353,7 +357,9 @@ async def start_profile(
         uri=uri,
         version=doc.version if doc is not None else None,
         cache_key=content_key(
-            text, "profile", req.model_dump(include={"sections", "full_set", "ncu_path"})
+            text + "\0" + ref_text,
+            "profile",
+            req.model_dump(include={"sections", "full_set", "ncu_path", "reference"}),
         ),
         title=f"ncu: profiling {path.name}",
         summarize=_summarize_run,
@@ -362,6 +368,7 @@ async def start_profile(
     result = outcome.result
     if outcome.state in (JobState.done, JobState.cached) and isinstance(result, ProfileRun):
         if result.ok and result.report is not None:
+            remember_profile(ls, uri, text, result)
             summary = apply_report(ls, store, result.report, uri)
             summary.cached = outcome.state is JobState.cached
             summary.wall_seconds = result.wall_s
@@ -380,6 +387,13 @@ async def start_profile(
             lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=f"ncu: {message}")
         )
     return CommandResult(ok=False, message=message, state=outcome.state.value)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _summarize_run(run: Any) -> tuple[str, float | None]:

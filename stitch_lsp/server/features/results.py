@@ -1,0 +1,422 @@
+"""The results panel's data: `stitch/results` answers everything measured for one file.
+
+For the active file it gathers the attempt history of the generate/optimize runs on its reference
+(from the trajectory records), the last verify result, the per-kernel Nsight Compute table of the
+last profile, and the roofline: the GPU's memory and compute roofs from ncu's
+SpeedOfLight_RooflineChart metrics, with each kernel of the candidate and of its reference as a
+point. The profile job profiles the reference's `Model` as well (see `profile_reference`), so the
+two can be compared on one chart. The client draws the panel; this module only collects.
+
+It also puts a "Show results" lens on `ModelNew` (and on a `Model` that has runs), for clients
+that declared the `stitch.showResults` command in `initializationOptions.clientCommands`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as lsp
+
+from stitch_lsp.analysis.document import uri_to_path
+from stitch_lsp.models.editor import (
+    RESULTS_METHOD,
+    AttemptRow,
+    KernelRow,
+    ResultsResponse,
+    Roofs,
+    VerifySummary,
+)
+from stitch_lsp.models.profile import ProfileReport, ProfileResult, ProfileRun
+from stitch_lsp.server.documents import path_key, text_hash
+
+if TYPE_CHECKING:
+    from stitch_lsp.server.app import StitchServer
+    from stitch_lsp.server.documents import OpenDocument
+
+SHOW_RESULTS = "stitch.showResults"
+"""A client command: the lens is offered only to clients that say they have it."""
+SHOW_RESULTS_TITLE = "Show results"
+MAX_TRAJECTORY_FILES = 500
+MAX_ATTEMPTS = 100
+
+
+# ---- stores -----------------------------------------------------------------------------------
+
+
+@dataclass
+class StoredProfile:
+    """The last profile run of one document: every kernel of its report, and the reference's."""
+
+    text_hash: str
+    report: ProfileReport
+    reference: ProfileReport | None
+    reference_error: str | None
+
+
+@dataclass
+class TrajectoryIndex:
+    """Trajectory records by file, re-read only when a file changes (lenses ask often)."""
+
+    files: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = field(default_factory=dict)
+
+    def records(self, folder: Path) -> list[dict[str, Any]]:
+        if not folder.is_dir():
+            return []
+        try:
+            paths = sorted(folder.rglob("*.jsonl"), key=_mtime, reverse=True)
+        except OSError:
+            return []
+        out: list[dict[str, Any]] = []
+        for path in paths[:MAX_TRAJECTORY_FILES]:
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            stamp = (st.st_mtime_ns, st.st_size)
+            cached = self.files.get(path)
+            if cached is None or cached[0] != stamp:
+                cached = (stamp, _read_records(path))
+                self.files[path] = cached
+            out.extend(cached[1])
+        return out
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _read_records(path: Path) -> list[dict[str, Any]]:
+    from stitch_lsp.agents.trajectory import SCHEMA
+
+    out: list[dict[str, Any]] = []
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and rec.get("schema") == SCHEMA:
+            out.append(rec)
+    return out
+
+
+@dataclass
+class ResultsStore:
+    profiles: dict[str, StoredProfile] = field(default_factory=dict)
+    trajectories: TrajectoryIndex = field(default_factory=TrajectoryIndex)
+
+
+def store_of(server: StitchServer) -> ResultsStore:
+    store = getattr(server, "results_store", None)
+    if store is None:
+        store = ResultsStore()
+        server.results_store = store  # type: ignore[attr-defined]
+    return store
+
+
+# ---- hooks for the profile feature --------------------------------------------------------------
+
+
+def profile_reference(doc: OpenDocument | None, path: Path) -> Path | None:
+    """The reference whose `Model` the profile job profiles beside a candidate, or None."""
+    if doc is None or path.suffix != ".py":
+        return None
+    try:
+        a = doc.analysis
+        if a is None or a.module("ModelNew") is None:
+            return None
+        if a.module("Model") is not None:
+            return path  # a KernelBench file with both is its own pair
+        ref = doc.reference_path()
+    except Exception:
+        return None
+    return ref if ref is not None and ref.is_file() else None
+
+
+def remember_profile(server: StitchServer, uri: str, text: str, run: ProfileRun) -> None:
+    if run.report is None:
+        return
+    store_of(server).profiles[uri] = StoredProfile(
+        text_hash(text), run.report, run.reference_report, run.reference_error
+    )
+
+
+# ---- building the answer ------------------------------------------------------------------------
+
+
+def _without_header(code: str) -> str:
+    from stitch_lsp.agents.output import HEADER_RE
+
+    lines = code.strip().splitlines()
+    if lines and HEADER_RE.match(lines[0]):
+        lines = lines[1:]
+    return "\n".join(line.rstrip() for line in lines).strip()
+
+
+def _label_matches(label: str, reference: Path, roots: list[Path]) -> bool:
+    target = path_key(reference)
+    label_path = Path(label)
+    if label_path.is_absolute():
+        return path_key(label_path) == target
+    if any(path_key(root / label_path) == target for root in roots):
+        return True
+    return len(label_path.parts) == 1 and label_path.name == reference.name
+
+
+def _workspace_root(server: StitchServer) -> Path | None:
+    try:
+        root = server.workspace.root_path
+    except Exception:
+        return None
+    return Path(root) if root else None
+
+
+def attempts_for(
+    server: StitchServer, reference: Path, candidate_text: str | None
+) -> list[AttemptRow]:
+    from stitch_lsp.agents.runner import trajectories_folder
+
+    roots = [r for r in (_workspace_root(server), reference.parent) if r is not None]
+    folders = list(dict.fromkeys(trajectories_folder(server.settings, r) for r in roots))
+    label_roots = list(dict.fromkeys([*roots, *(f.parent.parent for f in folders)]))
+    index = store_of(server).trajectories
+    own = _without_header(candidate_text) if candidate_text is not None else None
+    rows: list[AttemptRow] = []
+    seen: set[tuple[str, int]] = set()
+    for folder in folders:
+        for rec in index.records(folder):
+            meta = rec.get("metadata") or {}
+            label = meta.get("reference")
+            if not isinstance(label, str) or not _label_matches(label, reference, label_roots):
+                continue
+            key = (str(rec.get("run_id")), int(rec.get("attempt") or 0))
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(_attempt_row(rec, own))
+    rows.sort(key=lambda r: (r.created or "", r.run_id, r.attempt))
+    return rows[-MAX_ATTEMPTS:]
+
+
+def _attempt_row(rec: dict[str, Any], own: str | None) -> AttemptRow:
+    verify = rec.get("verify") or {}
+    rubric = rec.get("rubric") or {}
+    meta = rec.get("metadata") or {}
+    code = rec.get("code")
+    return AttemptRow(
+        run_id=str(rec.get("run_id", "")),
+        attempt=int(rec.get("attempt") or 0),
+        stage=str(rec.get("stage", "")),
+        status=str(verify.get("status", "")),
+        speedup_vs_eager=verify.get("speedup"),
+        speedup_vs_compile=verify.get("speedup_vs_compile"),
+        rubric=rubric.get("total"),
+        reward=rec.get("reward"),
+        correct=rec.get("correct"),
+        accepted=bool(meta.get("accepted")),
+        this_file=own is not None and isinstance(code, str) and _without_header(code) == own,
+        created=meta.get("created"),
+        message=str(verify.get("message", ""))[:300],
+    )
+
+
+def _verify_summary(server: StitchServer, doc: OpenDocument) -> VerifySummary | None:
+    store = getattr(server, "verify_store", None)
+    if store is None:
+        return None
+    entry = store.get(doc.uri, doc.text)
+    stale = entry is None
+    if entry is None:
+        entry = store.last(doc.uri)
+    if entry is None:
+        return None
+    r = entry.result
+    timing = r.timing
+    bad = None
+    if r.correctness is not None:
+        bad = next((t for t in r.correctness.trials if not t.passed), None)
+    return VerifySummary(
+        status=r.status.value,
+        title=entry.title,
+        message=r.message,
+        stale=stale,
+        compile_only=entry.compile_only,
+        speedup_vs_eager=r.speedup_vs_eager,
+        speedup_vs_compile=r.speedup_vs_compile,
+        eager_ms=timing.eager.median if timing and timing.eager else None,
+        compiled_ms=timing.compiled.median if timing and timing.compiled else None,
+        candidate_ms=timing.candidate.median if timing and timing.candidate else None,
+        gpu=r.gpu_name,
+        max_abs_error=bad.max_abs_error if bad is not None else None,
+    )
+
+
+def kernel_row(k: ProfileResult, side: str, line: int | None = None) -> KernelRow:
+    roof = k.roofline
+    return KernelRow(
+        name=k.name,
+        side=side,  # type: ignore[arg-type]
+        duration_us=k.duration_ns / 1000.0 if k.duration_ns is not None else None,
+        sm_pct=k.sm_throughput_pct,
+        memory_pct=k.memory_throughput_pct,
+        dram_gb_s=k.dram_bytes_per_s / 1e9 if k.dram_bytes_per_s is not None else None,
+        occupancy_pct=k.occupancy.achieved_pct,
+        registers=k.launch.registers_per_thread,
+        block=k.launch.block_size or None,
+        grid=k.launch.grid_size or None,
+        bottleneck=k.bottleneck.value,
+        arithmetic_intensity=roof.arithmetic_intensity if roof else None,
+        gflops=roof.achieved_flops / 1e9 if roof else None,
+        line=line,
+    )
+
+
+def roofs_from(kernels: list[ProfileResult], gpu_name: str | None) -> Roofs:
+    """ncu's roofs when any kernel carries them, else the GPU's figures, saying so."""
+    for k in kernels:
+        if k.roofline is not None and k.roofline.peak_dram_bytes_per_s > 0:
+            return Roofs(
+                peak_gflops=k.roofline.peak_flops / 1e9,
+                peak_gb_s=k.roofline.peak_dram_bytes_per_s / 1e9,
+                source="ncu",
+                gpu=k.device,
+            )
+    from stitch_lsp.agents.hardware import default_target, spec_for
+
+    spec = spec_for(gpu_name) if gpu_name else default_target()
+    return Roofs(
+        peak_gflops=spec.fp32_tflops * 1000.0,
+        peak_gb_s=spec.bandwidth_tb_s * 1000.0,
+        source=f"{spec.name}: {spec.source}",
+        gpu=spec.name,
+    )
+
+
+def results_for(server: StitchServer, uri: str) -> ResultsResponse:
+    path = uri_to_path(uri)
+    doc = server.documents.get(uri)
+    name = path.name if path is not None else uri
+    notes: list[str] = []
+    if doc is None or path is None:
+        return ResultsResponse(
+            uri=uri, file=name, role="other", notes=["open the file in the editor first"]
+        )
+    a = doc.analysis if not doc.too_large else None
+    role = "other"
+    reference: Path | None = None
+    if a is not None and a.language == "python":
+        if a.module("ModelNew") is not None:
+            role = "candidate"
+            reference = path if a.module("Model") is not None else doc.reference_path()
+        elif a.module("Model") is not None:
+            role, reference = "reference", path
+    response = ResultsResponse(
+        uri=uri,
+        file=name,
+        role=role,  # type: ignore[arg-type]
+        reference=str(reference) if reference is not None else None,
+    )
+    if reference is not None and reference.is_file():
+        response.attempts = attempts_for(
+            server, reference, doc.text if role == "candidate" else None
+        )
+    if not response.attempts:
+        notes.append("no generate or optimize runs recorded for this reference yet")
+    if role == "candidate":
+        response.verify = _verify_summary(server, doc)
+        if response.verify is None:
+            notes.append("not verified in this session: run Verify against reference")
+    candidate, reference_kernels = _kernels(server, doc, response, notes)
+    response.kernels = candidate + reference_kernels
+    gpu = response.verify.gpu if response.verify else None
+    response.roofs = roofs_from(_profile_results(server, doc), gpu)
+    response.notes = notes
+    return response
+
+
+def _profile_results(server: StitchServer, doc: OpenDocument) -> list[ProfileResult]:
+    stored = store_of(server).profiles.get(doc.uri)
+    out: list[ProfileResult] = []
+    if stored is not None:
+        out += stored.report.kernels + (stored.reference.kernels if stored.reference else [])
+    prof = _doc_profile(server, doc)[0]
+    if prof is not None:
+        out += [k for k, _ in prof.kernels]
+    return out
+
+
+def _doc_profile(server: StitchServer, doc: OpenDocument) -> tuple[Any, bool]:
+    store = getattr(server, "profile_store", None)
+    if store is None:
+        return None, False
+    prof = store.fresh(doc.uri, doc.text)
+    if prof is not None:
+        return prof, False
+    latest = store.latest(doc.uri)
+    return latest, latest is not None
+
+
+def _kernels(
+    server: StitchServer, doc: OpenDocument, response: ResultsResponse, notes: list[str]
+) -> tuple[list[KernelRow], list[KernelRow]]:
+    prof, stale = _doc_profile(server, doc)
+    lines = {k.name: line for k, line in prof.kernels} if prof is not None else {}
+    stored = store_of(server).profiles.get(doc.uri)
+    if stored is not None and (prof is None or stored.report.report_path == prof.report_path):
+        response.report = stored.report.report_path
+        response.profile_stale = stored.text_hash != text_hash(doc.text)
+        candidate = [kernel_row(k, "candidate", lines.get(k.name)) for k in stored.report.kernels]
+        reference: list[KernelRow] = []
+        if stored.reference is not None:
+            reference = [kernel_row(k, "reference") for k in stored.reference.kernels]
+        elif stored.reference_error:
+            notes.append(f"the reference was not profiled: {stored.reference_error}")
+        return candidate, reference
+    if prof is not None:
+        response.report = prof.report_path
+        response.profile_stale = stale
+        return [kernel_row(k, "candidate", line) for k, line in prof.kernels], []
+    notes.append("not profiled yet: run Profile with Nsight Compute (needs a GPU and ncu)")
+    return [], []
+
+
+# ---- registration -------------------------------------------------------------------------------
+
+
+def register(server: StitchServer) -> None:
+    store_of(server)
+
+    @server.feature(RESULTS_METHOD)
+    def results_request(ls: StitchServer, params: Any) -> dict[str, Any]:
+        uri = params.get("uri") if isinstance(params, dict) else getattr(params, "uri", None)
+        if not isinstance(uri, str):
+            raise ValueError(f"{RESULTS_METHOD} wants {{uri}}")
+        return results_for(ls, uri).to_json()
+
+    def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
+        client_commands = server.client_options.get("clientCommands") or []
+        if SHOW_RESULTS not in client_commands or doc.path is None or doc.too_large:
+            return []
+        a = doc.analysis
+        if a is None or a.language != "python":
+            return []
+        module = a.module("ModelNew")
+        if module is None:
+            model = a.module("Model")
+            if model is None or not attempts_for(server, doc.path, None):
+                return []
+            module = model
+        pos = lsp.Position(line=module.selection_range[0], character=0)
+        cmd = lsp.Command(title=SHOW_RESULTS_TITLE, command=SHOW_RESULTS, arguments=[doc.uri])
+        return [lsp.CodeLens(range=lsp.Range(start=pos, end=pos), command=cmd)]
+
+    server.register_code_lens_provider("results", lenses)
