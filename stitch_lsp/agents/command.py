@@ -71,6 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trajectories-dir", help="where attempt records go (relative: to the reference)"
     )
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="write the result as a torch load_inline file that needs no stitch-lsp (its "
+        "runtime helpers inlined; it builds slower: torch's headers are compiled)",
+    )
     p.add_argument("--json", action="store_true", help="print the run result as JSON at the end")
     p.set_defaults(func=_generate)
 
@@ -194,8 +200,17 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     best = result.best
     if best is not None and best.code is not None and result.stopped != "cancelled":
         out = args.output or free_name(reference)
+        text = with_header(best.code, reference, out)
+        if args.standalone:
+            from stitch_lsp.export.standalone import ExportError, export_standalone
+
+            try:
+                text = export_standalone(text)
+            except ExportError as exc:
+                console.print(f"[red]error:[/] no standalone copy: {exc}; nothing was written")
+                return 1
         try:
-            write_new(out, with_header(best.code, reference, out))
+            write_new(out, text)
         except FileExistsError:
             console.print(
                 f"[red]error:[/] {out} appeared while the run went on; nothing was written"

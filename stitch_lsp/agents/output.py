@@ -13,14 +13,20 @@ from pathlib import Path
 HEADER_RE = re.compile(r"^#\s*stitch-lsp:\s*reference=(\S+)\s*$")
 
 
-def free_name(reference: Path, taken: set[str] | None = None, folder: Path | None = None) -> Path:
-    """`<stem>_stitch.py`, then `<stem>_stitch_2.py`, ...: the first that does not exist, in
-    `folder` (default: beside the reference). `taken` holds names also in use."""
+def free_name(
+    reference: Path,
+    taken: set[str] | None = None,
+    folder: Path | None = None,
+    suffix: str = "_stitch",
+) -> Path:
+    """`<stem>_stitch.py`, then `<stem>_stitch_2.py`, ... (or another `suffix`): the first that
+    does not exist, in `folder` (default: beside the reference). `taken` holds names also in
+    use."""
     taken = taken or set()
     stem = reference.stem
     where = folder or reference.parent
     for n in range(1, 10_000):
-        name = f"{stem}_stitch.py" if n == 1 else f"{stem}_stitch_{n}.py"
+        name = f"{stem}{suffix}.py" if n == 1 else f"{stem}{suffix}_{n}.py"
         candidate = where / name
         if not candidate.exists() and name not in taken:
             return candidate

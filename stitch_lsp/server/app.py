@@ -69,6 +69,7 @@ FEATURE_MODULES: list[str] = [
     "stitch_lsp.server.features.jobs_view",
     "stitch_lsp.server.features.navigation",
     "stitch_lsp.server.features.results",
+    "stitch_lsp.server.features.export",
 ]
 """Feature modules loaded by `create_server`, in order (hover sections follow this order).
 
