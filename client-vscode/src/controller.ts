@@ -8,6 +8,7 @@
  */
 
 import { type Interpreter, resolveInterpreter, sameInterpreter } from "./interpreter";
+import { CANCEL_SERVER_COMMAND, JOBS_METHOD, JobsModel } from "./jobs";
 import {
   explainInstallFailure,
   type InstallSource,
@@ -68,12 +69,27 @@ export function commandContextKey(name: ServerCommandName | "showProfile"): stri
   return `stitch.server.${name}`;
 }
 
+export const DEBUG_INFO_METHOD = "stitch/debugInfo";
+
+/** Commands of the extension's views (registered in extension.ts, declared in package.json). */
+export const VIEW_COMMANDS = {
+  showResults: "stitch.showResults",
+  compare: "stitch.compareWithReference",
+  cancel: "stitch.cancelJobs",
+  cancelJob: "stitch.cancelJob",
+  debugInfo: "stitch.showDebugInfo",
+} as const;
+
+/** Client commands the server may put in code lenses (sent in initializationOptions). */
+export const LENS_CLIENT_COMMANDS: readonly string[] = [VIEW_COMMANDS.showResults];
+
 /** Every command the extension contributes and registers. */
 export const CLIENT_COMMANDS: readonly string[] = [
   ...Object.keys(PALETTE_COMMANDS),
   SHOW_REPORT_PALETTE,
   RESTART_COMMAND,
   SHOW_OUTPUT_COMMAND,
+  ...Object.values(VIEW_COMMANDS),
 ];
 
 export interface ClientSpec {
@@ -88,6 +104,8 @@ export interface ClientHandle extends RequestSender {
   stop(): Promise<void>;
   capabilities(): ServerCapabilitiesLike | undefined;
   onStatus(listener: (params: unknown) => void): void;
+  /** `stitch/jobs` notifications: the queued and running jobs. */
+  onJobs(listener: (params: unknown) => void): void;
   /** Called with false when the server process stops on its own, true when it runs again. */
   onRunningChange(listener: (running: boolean) => void): void;
 }
@@ -129,6 +147,11 @@ export interface Host {
   showStatus(view: StatusView): void;
   /** Sets a when-clause context key (VS Code's `setContext`). */
   setContext(key: string, value: boolean): void;
+  /**
+   * The workspace folder the server belongs to (the active file's, else the first), as the
+   * Python extension wants it: interpreters are chosen per folder. Undefined with no folder.
+   */
+  workspaceResource(): unknown;
   ui: Ui;
 }
 
@@ -155,6 +178,8 @@ function message(err: unknown): string {
 
 export class ServerController {
   readonly status = new StatusModel();
+  readonly jobs = new JobsModel();
+  private readonly jobListeners = new Set<() => void>();
   private client: ClientHandle | undefined;
   private interpreter: Interpreter | undefined;
   private chain: Promise<void> = Promise.resolve();
@@ -314,6 +339,60 @@ export class ServerController {
     }
   }
 
+  /** Called whenever the jobs list changes (the jobs view and the results panel listen). */
+  onJobsChanged(listener: () => void): { dispose(): void } {
+    this.jobListeners.add(listener);
+    return { dispose: () => this.jobListeners.delete(listener) };
+  }
+
+  /** A request to the running server; rejects when there is none. */
+  request(method: string, params: unknown): Promise<unknown> {
+    const client = this.client;
+    if (client === undefined || this.status.phase !== "ready") {
+      return Promise.reject(new Error("the stitch-lsp server is not running"));
+    }
+    return client.sendRequest(method, params);
+  }
+
+  /** The server's `stitch/debugInfo`, with what the client knows added. */
+  async debugInfo(): Promise<Record<string, unknown>> {
+    const client: Record<string, unknown> = {
+      phase: this.status.phase,
+      interpreter: this.interpreter?.command ?? null,
+      interpreterSource: this.interpreter?.description ?? null,
+      trusted: this.host.isTrusted(),
+    };
+    try {
+      return { client, server: await this.request(DEBUG_INFO_METHOD, {}) };
+    } catch (err) {
+      return { client, server: null, error: message(err) };
+    }
+  }
+
+  /**
+   * Cancels jobs through the server's `stitch.cancel`: one job (`{id}`), a file's jobs (`{uri}`)
+   * or, with no argument, every job. Returns the ids the server cancelled.
+   */
+  async cancelJobs(which?: { id: number } | { uri: string }): Promise<number[]> {
+    const client = this.client;
+    if (client === undefined || this.status.phase !== "ready") {
+      void this.host.ui.warn("Stitch: the stitch-lsp server is not running.");
+      return [];
+    }
+    if (!advertisedCommands(client.capabilities()).includes(CANCEL_SERVER_COMMAND)) {
+      void this.host.ui.warn(`Stitch: this stitch-lsp server does not offer ${CANCEL_SERVER_COMMAND}.`);
+      return [];
+    }
+    const result = (await executeServerCommand(client, {
+      title: "Cancel",
+      command: CANCEL_SERVER_COMMAND,
+      arguments: which === undefined ? [] : [which],
+    })) as { cancelled?: unknown } | null;
+    const ids = Array.isArray(result?.cancelled) ? result.cancelled.filter((x) => typeof x === "number") : [];
+    this.host.log(`Cancelled job(s): ${ids.length > 0 ? ids.join(", ") : "none"}.`);
+    return ids as number[];
+  }
+
   /**
    * Shows an existing .ncu-rep on the workspace's files through the server's `stitch.showProfile`
    * (no GPU needed, and allowed in an untrusted workspace: reading a report runs nothing).
@@ -437,6 +516,7 @@ export class ServerController {
       trusted,
       workspaceFolders: host.workspaceFolders(),
       python,
+      resource: host.workspaceResource(),
       platform: host.platform,
       env: host.env,
       home: host.home,
@@ -490,10 +570,12 @@ export class ServerController {
         settings,
         trusted,
         userSettings((key) => host.userSetting(key)),
+        LENS_CLIENT_COMMANDS,
       ),
       trusted,
     });
     client.onStatus((params) => this.onStatus(client, params));
+    client.onJobs((params) => this.onJobs(client, params));
     client.onRunningChange((running) => this.onRunningChange(client, running));
     this.client = client;
     try {
@@ -511,6 +593,13 @@ export class ServerController {
     const offered = advertisedCommands(client.capabilities());
     host.log(`Server commands: ${offered.length > 0 ? offered.join(", ") : "none"}.`);
     this.publishCommands(offered);
+    // Jobs already queued (a restarted view) come with the first list.
+    this.track(
+      client
+        .sendRequest(JOBS_METHOD, {})
+        .then((params) => this.onJobs(client, params))
+        .catch((err) => host.log(`${JOBS_METHOD} failed: ${message(err)}`)),
+    );
   }
 
   /** Palette commands show only while the server offers what they run. */
@@ -525,6 +614,7 @@ export class ServerController {
     const client = this.client;
     this.client = undefined;
     this.publishCommands([]);
+    this.clearJobs();
     if (client !== undefined) {
       this.stopping = true;
       try {
@@ -587,6 +677,35 @@ export class ServerController {
       const reason = this.pendingRestart;
       this.pendingRestart = undefined;
       void this.restart(reason);
+    }
+  }
+
+  private onJobs(client: ClientHandle, params: unknown): void {
+    if (client !== this.client) {
+      return;
+    }
+    if (!this.jobs.update(params)) {
+      this.host.log(`Ignored a malformed ${JOBS_METHOD} message: ${JSON.stringify(params)}`);
+      return;
+    }
+    this.notifyJobs();
+  }
+
+  /** Forget the jobs (the server stopped: its jobs went with it). */
+  private clearJobs(): void {
+    if (this.jobs.jobs.length > 0) {
+      this.jobs.clear();
+      this.notifyJobs();
+    }
+  }
+
+  private notifyJobs(): void {
+    for (const listener of [...this.jobListeners]) {
+      try {
+        listener();
+      } catch (err) {
+        this.host.log(`A jobs listener failed: ${message(err)}`);
+      }
     }
   }
 

@@ -7,14 +7,12 @@ import * as path from "node:path";
 import type { Interpreter } from "./interpreter";
 import type { ProcessLaunch, RunResult } from "./serverLaunch";
 
-export const PYPI_NAME = "stitch-lsp";
-
 export interface InstallSource {
   /** Label shown on the button. */
   label: string;
   /** What pip installs: a requirement, a wheel file or a project folder. */
   target: string;
-  kind: "pypi" | "wheel" | "folder";
+  kind: "wheel" | "folder";
 }
 
 /** Wheel names look like `stitch_lsp-0.1.0-py3-none-any.whl`; the highest version wins. */
@@ -38,15 +36,14 @@ function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-/** The bundled wheel first (offline, matches this extension), then PyPI. */
+/**
+ * The wheel that ships inside the extension (built from the same commit, installed offline).
+ * stitch-lsp is not published on PyPI, so there is no index to offer; a wheel or project folder
+ * on disk can still be picked.
+ */
 export function installSources(bundledFiles: string[]): InstallSource[] {
-  const sources: InstallSource[] = [];
   const wheel = newestWheel(bundledFiles);
-  if (wheel) {
-    sources.push({ label: "Install bundled wheel", target: wheel, kind: "wheel" });
-  }
-  sources.push({ label: `Install from PyPI`, target: PYPI_NAME, kind: "pypi" });
-  return sources;
+  return wheel ? [{ label: "Install bundled wheel", target: wheel, kind: "wheel" }] : [];
 }
 
 /** A folder or wheel the user picked from disk. */

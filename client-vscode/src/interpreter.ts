@@ -24,6 +24,7 @@ export interface ResolveContext {
   trusted: boolean;
   workspaceFolders: string[];
   python?: PythonExtensionApi;
+  /** The workspace folder (a vscode.Uri) whose environment the Python extension gives. */
   resource?: unknown;
   platform: NodeJS.Platform;
   env: Record<string, string | undefined>;
@@ -82,17 +83,11 @@ async function fromPythonExtension(ctx: ResolveContext): Promise<string[] | unde
     return undefined;
   }
   try {
-    if (api.environments) {
-      const active = api.environments.getActiveEnvironmentPath(ctx.resource);
-      const resolved = await api.environments.resolveEnvironment(active);
-      const exe = resolved?.executable?.uri?.fsPath ?? active?.path;
-      if (exe) {
-        return [exe];
-      }
-    }
-    const details = api.settings?.getExecutionDetails(ctx.resource);
-    const exec = normalizeConfigured(details?.execCommand);
-    return exec.length > 0 ? exec : undefined;
+    // Per workspace folder: a multi-root workspace may pick a different environment per folder.
+    const active = api.environments.getActiveEnvironmentPath(ctx.resource as never);
+    const resolved = await api.environments.resolveEnvironment(active);
+    const exe = resolved?.executable?.uri?.fsPath ?? active?.path;
+    return exe ? [exe] : undefined;
   } catch (err) {
     ctx.log?.(`The Python extension did not give an interpreter: ${String(err)}`);
     return undefined;

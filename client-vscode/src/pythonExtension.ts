@@ -1,33 +1,18 @@
 /**
- * The parts of the Python extension's (ms-python.python) exported API that we use, typed loosely:
- * its API changed across versions, so every member is optional and every call may throw.
+ * The part of the Python extension's API (ms-python.python) that picks the server's interpreter,
+ * typed by Microsoft's own package `@vscode/python-extension`. Only types come from here; the
+ * API object itself is fetched in vscodeApi.ts (`PythonExtension.api()`).
  */
 
-export interface Event<T> {
-  (listener: (e: T) => unknown): { dispose(): unknown };
-}
+import type { PythonExtension } from "@vscode/python-extension";
 
-export interface EnvironmentPath {
-  id: string;
-  path: string;
-}
-
-export interface ResolvedEnvironment {
-  executable?: { uri?: { fsPath: string } };
-  version?: { major?: number; minor?: number };
-}
+export type PythonEnvironments = Pick<
+  PythonExtension["environments"],
+  "getActiveEnvironmentPath" | "resolveEnvironment" | "onDidChangeActiveEnvironmentPath"
+>;
 
 export interface PythonExtensionApi {
-  environments?: {
-    getActiveEnvironmentPath(resource?: unknown): EnvironmentPath;
-    resolveEnvironment(env: EnvironmentPath | string): Promise<ResolvedEnvironment | undefined>;
-    onDidChangeActiveEnvironmentPath?: Event<unknown>;
-  };
-  /** The older API, kept by the extension for compatibility. */
-  settings?: {
-    getExecutionDetails(resource?: unknown): { execCommand: string[] | undefined };
-    onDidChangeExecutionDetails?: Event<unknown>;
-  };
+  environments: PythonEnvironments;
 }
 
 export const PYTHON_EXTENSION_ID = "ms-python.python";

@@ -20,6 +20,8 @@ export interface InitializationOptions {
   trusted: boolean;
   /** User-level values of the settings a workspace may not set (see settings.ts). */
   userSettings: Record<string, unknown>;
+  /** Client commands the server may use in code lenses (e.g. `stitch.showResults`). */
+  clientCommands: string[];
 }
 
 function withEnv(base: Record<string, string | undefined>): Record<string, string | undefined> {
@@ -45,8 +47,9 @@ export function initializationOptions(
   settings: Record<string, unknown>,
   trusted: boolean,
   userSettings: Record<string, unknown> = {},
+  clientCommands: readonly string[] = [],
 ): InitializationOptions {
-  return { settings, trusted, userSettings };
+  return { settings, trusted, userSettings, clientCommands: [...clientCommands] };
 }
 
 /** Prints one JSON line: the Python version and executable, and stitch_lsp's version or import error. */

@@ -7,6 +7,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { PythonExtension } from "@vscode/python-extension";
 import * as vscode from "vscode";
 import {
   LanguageClient,
@@ -14,8 +15,13 @@ import {
   RevealOutputChannelOn,
   type ServerOptions,
   State,
+  WorkDoneProgress,
+  WorkDoneProgressCancelNotification,
+  WorkDoneProgressCreateRequest,
 } from "vscode-languageclient/node";
 import type { ClientHandle, ClientSpec, Host, Ui } from "./controller";
+import { JOBS_METHOD } from "./jobs";
+import { NotificationProgress, type ProgressUi, type ProgressValue } from "./progress";
 import { PYTHON_EXTENSION_ID, type PythonExtensionApi } from "./pythonExtension";
 import type { CommandTarget, ServerCapabilitiesLike } from "./serverCommands";
 import { SECTION, USER_SETTINGS_KEY, userSettings } from "./settings";
@@ -39,7 +45,7 @@ export class VscodeHost implements Host {
 
   constructor(
     private readonly context: vscode.ExtensionContext,
-    readonly output: vscode.OutputChannel,
+    readonly output: vscode.LogOutputChannel,
     private readonly statusItem: vscode.StatusBarItem,
   ) {
     this.ui = {
@@ -74,9 +80,14 @@ export class VscodeHost implements Host {
   }
 
   setting(key: string): unknown {
-    const resource =
-      vscode.window.activeTextEditor?.document.uri ?? vscode.workspace.workspaceFolders?.[0]?.uri;
-    return vscode.workspace.getConfiguration(SECTION, resource).get(key);
+    return vscode.workspace.getConfiguration(SECTION, this.workspaceResource()).get(key);
+  }
+
+  /** The active file's workspace folder, else the first folder. */
+  workspaceResource(): vscode.Uri | undefined {
+    const active = vscode.window.activeTextEditor?.document.uri;
+    const folder = active !== undefined ? vscode.workspace.getWorkspaceFolder(active) : undefined;
+    return (folder ?? vscode.workspace.workspaceFolders?.[0])?.uri;
   }
 
   userSetting(key: string): unknown {
@@ -92,14 +103,10 @@ export class VscodeHost implements Host {
   }
 
   async pythonExtension(): Promise<PythonExtensionApi | undefined> {
-    const extension = vscode.extensions.getExtension<PythonExtensionApi>(PYTHON_EXTENSION_ID);
-    if (extension === undefined) {
-      return undefined;
+    if (vscode.extensions.getExtension(PYTHON_EXTENSION_ID) === undefined) {
+      return undefined; // not installed: PythonExtension.api() would throw
     }
-    if (!extension.isActive) {
-      await extension.activate();
-    }
-    return extension.exports;
+    return PythonExtension.api();
   }
 
   serverDirectory(): string {
@@ -118,7 +125,7 @@ export class VscodeHost implements Host {
   }
 
   log(line: string): void {
-    this.output.appendLine(`[client] ${line}`);
+    this.output.info(`[client] ${line}`);
   }
 
   setContext(key: string, value: boolean): void {
@@ -144,8 +151,31 @@ function userLevelValue(key: string): unknown {
   return vscode.workspace.getConfiguration(SECTION).inspect(key)?.globalValue;
 }
 
+/**
+ * Server-created progress as cancellable notifications. vscode-languageclient answers
+ * `window/workDoneProgress/create` itself and shows the progress in the status bar, without a
+ * cancel button; once the client runs, this handler takes over that request (a later handler for
+ * a method replaces the earlier one).
+ */
+function showProgressAsNotifications(client: LanguageClient, ui: ProgressUi): void {
+  client.onRequest(WorkDoneProgressCreateRequest.type, ({ token }) => {
+    const part = new NotificationProgress(ui, () => {
+      void client.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+    });
+    const sub = client.onProgress(WorkDoneProgress.type, token, (value) => {
+      part.handle(value as ProgressValue);
+      if (part.done) {
+        sub.dispose();
+      }
+    });
+  });
+}
+
 /** Builds a vscode-languageclient LanguageClient for one server process. */
-export function languageClientFactory(output: vscode.OutputChannel): (spec: ClientSpec) => ClientHandle {
+export function languageClientFactory(
+  output: vscode.LogOutputChannel,
+  progressUi: ProgressUi,
+): (spec: ClientSpec) => ClientHandle {
   return (spec: ClientSpec): ClientHandle => {
     const serverOptions: ServerOptions = {
       command: spec.launch.command,
@@ -191,13 +221,19 @@ export function languageClientFactory(output: vscode.OutputChannel): (spec: Clie
     };
     const client = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
     return {
-      start: () => client.start(),
+      start: async () => {
+        await client.start();
+        showProgressAsNotifications(client, progressUi);
+      },
       // A client is never started twice: dispose also drops its listeners and stops auto-restarts.
       stop: () => client.dispose(),
       capabilities: () => client.initializeResult?.capabilities as ServerCapabilitiesLike | undefined,
       sendRequest: (method, params) => client.sendRequest(method, params) as Promise<unknown>,
       onStatus: (listener) => {
         client.onNotification(STATUS_NOTIFICATION, listener);
+      },
+      onJobs: (listener) => {
+        client.onNotification(JOBS_METHOD, listener);
       },
       onRunningChange: (listener) => {
         client.onDidChangeState((event) => {

@@ -7,6 +7,7 @@ client's unit tests and the end-to-end tests against this interpreter's server (
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -30,6 +31,9 @@ def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[st
     env = {
         **os.environ,
         "STITCH_PYTHON": sys.executable,
+        # `npm run package` builds the server's wheel from this checkout (the copy has no `..`).
+        "STITCH_PROJECT_DIR": str(REPO),
+        "STITCH_REPO_ROOT": str(REPO),  # the tests' fixtures (an ncu report) live there
         "CI": "1",
     }
     proc = subprocess.run(
@@ -71,11 +75,21 @@ def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
     assert vsix.is_file()
     with zipfile.ZipFile(vsix) as zf:
         names = set(zf.namelist())
+        wheels = [n for n in names if n.startswith("extension/out/bundled/stitch_lsp-")]
+        assert len(wheels) == 1, names
+        with zf.open(wheels[0]) as fh, zipfile.ZipFile(io.BytesIO(fh.read())) as wheel:
+            wheel_names = set(wheel.namelist())
     assert {
         "extension/package.json",
         "extension/out/extension.js",
+        "extension/LICENSE.txt",  # vsce's names for LICENSE and CHANGELOG.md
+        "extension/changelog.md",
+        "extension/images/icon.png",
         "extension.vsixmanifest",
     } <= names
+    # The server's wheel carries the licence and everything `serve` needs.
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in wheel_names), wheel_names
+    assert "stitch_lsp/server/features/results.py" in wheel_names
     assert not any(n.startswith("extension/node_modules/") for n in names), (
         "node_modules leaked into the .vsix"
     )
@@ -94,6 +108,7 @@ def test_the_packaged_bundle_activates_and_serves(installed: Path, tmp_path: Pat
         **os.environ,
         "STITCH_BUNDLE": str(bundle),
         "STITCH_PYTHON": sys.executable,
+        "STITCH_REPO_ROOT": str(REPO),
     }
     tests = ["out/test/unit/activation.test.js", "out/test/e2e/extension.test.js"]
     proc = subprocess.run(

@@ -20,7 +20,8 @@ import { initializationOptions, parseProbe, probeLaunch, serverLaunch } from "..
 import { serverSettings } from "../../src/settings";
 import { EXTENSION_ROOT, loadManifest } from "../support/fakes";
 
-export const REPO_ROOT = path.resolve(EXTENSION_ROOT, "..");
+/** The stitch-lsp checkout (its test fixtures): $STITCH_REPO_ROOT when the client was copied away. */
+export const REPO_ROOT = path.resolve(process.env.STITCH_REPO_ROOT ?? path.join(EXTENSION_ROOT, ".."));
 export const FIXTURES = path.join(EXTENSION_ROOT, "test", "fixtures");
 
 /** STITCH_PYTHON, else the repository's .venv, else python3: the Python that has the server. */

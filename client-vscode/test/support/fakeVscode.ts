@@ -112,8 +112,20 @@ export function fakeDocument(file: string, languageId: string, text: string) {
 
 export type FakeDocument = ReturnType<typeof fakeDocument>;
 
+export interface FakeProgress {
+  title: string;
+  location: number;
+  cancellable: boolean;
+  reports: { message?: string; increment?: number }[];
+  /** Presses the notification's Cancel button. */
+  cancel(): void;
+  done: boolean;
+}
+
 export interface FakeVscode {
   module: unknown;
+  /** Every window.withProgress call, in order. */
+  progress: FakeProgress[];
   settings: Record<string, unknown>;
   registered: Map<string, (...args: unknown[]) => unknown>;
   messages: { level: string; text: string; actions: unknown[] }[];
@@ -141,6 +153,35 @@ export function makeFakeVscode(opts: {
   const output: string[] = [];
   const configuration = new FakeEmitter();
   const trusted = { value: true };
+  const progress: FakeProgress[] = [];
+  const withProgress = (
+    options: { title?: string; location: number; cancellable?: boolean },
+    task: (p: { report(v: object): void }, token: unknown) => Promise<unknown>,
+  ) => {
+    const listeners: (() => void)[] = [];
+    const token = {
+      isCancellationRequested: false,
+      onCancellationRequested: (l: () => void) => {
+        listeners.push(l);
+        return disposable();
+      },
+    };
+    const entry: FakeProgress = {
+      title: options.title ?? "",
+      location: options.location,
+      cancellable: options.cancellable === true,
+      reports: [],
+      cancel: () => {
+        token.isCancellationRequested = true;
+        listeners.forEach((l) => l());
+      },
+      done: false,
+    };
+    progress.push(entry);
+    return Promise.resolve(task({ report: (v) => entry.reports.push(v) }, token)).finally(() => {
+      entry.done = true;
+    });
+  };
   const settings = opts.settings;
   const statusItem = {
     text: "",
@@ -167,6 +208,14 @@ export function makeFakeVscode(opts: {
     name: "Stitch CUDA",
     append: (t: string) => output.push(t),
     appendLine: (t: string) => output.push(t),
+    // LogOutputChannel
+    logLevel: 2,
+    onDidChangeLogLevel: () => disposable(),
+    trace: (t: string) => output.push(t),
+    debug: (t: string) => output.push(t),
+    info: (t: string) => output.push(t),
+    warn: (t: string) => output.push(t),
+    error: (t: string) => output.push(String(t)),
     replace: () => undefined,
     show: () => undefined,
     hide: () => undefined,
@@ -193,6 +242,9 @@ export function makeFakeVscode(opts: {
   const vscode = {
     version: "1.95.0",
     StatusBarAlignment: { Left: 1, Right: 2 },
+    ProgressLocation: { SourceControl: 1, Window: 10, Notification: 15 },
+    TreeItemCollapsibleState: { None: 0, Collapsed: 1, Expanded: 2 },
+    ViewColumn: { Active: -1, Beside: -2, One: 1, Two: 2 },
     Uri: FakeUri,
     CodeActionKind: FakeCodeActionKind,
     CancellationTokenSource: class {
@@ -230,6 +282,7 @@ export function makeFakeVscode(opts: {
     }),
     window: withStubs({
       createOutputChannel: channel,
+      withProgress,
       createStatusBarItem: () => statusItem,
       showOpenDialog: () => {
         const picked = opts.openDialog?.();
@@ -288,5 +341,5 @@ export function makeFakeVscode(opts: {
     // vscode-languageclient subclasses VS Code's classes at load time; unknown ones are empty.
     get: (target, prop) => (prop in target ? target[prop] : class {}),
   });
-  return { module, settings, registered, messages, output, statusItem, configuration, trusted };
+  return { module, progress, settings, registered, messages, output, statusItem, configuration, trusted };
 }

@@ -94,6 +94,10 @@ export class FakeHost implements Host {
   setContext(key: string, value: boolean) {
     this.contexts.set(key, value);
   }
+  resource: unknown = "file:///work/project";
+  workspaceResource() {
+    return this.resource;
+  }
   showStatus(view: StatusView) {
     this.views.push(view);
   }
@@ -151,6 +155,7 @@ export class FakeClient implements ClientHandle {
   readonly requests: { method: string; params: unknown }[] = [];
   responder: (method: string, params: unknown) => unknown = () => null;
   statusListener: ((params: unknown) => void) | undefined;
+  jobsListener: ((params: unknown) => void) | undefined;
   runningListener: ((running: boolean) => void) | undefined;
 
   constructor(
@@ -178,6 +183,9 @@ export class FakeClient implements ClientHandle {
   }
   onStatus(listener: (params: unknown) => void) {
     this.statusListener = listener;
+  }
+  onJobs(listener: (params: unknown) => void) {
+    this.jobsListener = listener;
   }
   onRunningChange(listener: (running: boolean) => void) {
     this.runningListener = listener;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { beforeEach, describe, it } from "node:test";
 import { ServerController } from "../../src/controller";
+import type { PythonExtensionApi } from "../../src/pythonExtension";
 import type { CommandTarget } from "../../src/serverCommands";
 import { ClientFactoryFake, FakeHost, FakeRunner, loadManifest } from "../support/fakes";
 
@@ -61,21 +62,26 @@ describe("server controller", () => {
     assert.ok([...host.contexts.values()].every((v) => v === false));
   });
 
-  it("offers to install a missing server, installs it with pip, then starts it", async () => {
+  it("offers to install a missing server from the bundled wheel, installs it with pip, then starts it", async () => {
     runner.installed.set("python3", undefined);
-    host.ui.answers.push("Install from PyPI");
+    host.bundled = ["/ext/out/bundled/stitch_lsp-0.1.0-py3-none-any.whl"];
+    host.ui.answers.push("Install bundled wheel");
     await ctl.start();
     await ctl.settled();
     const offer = host.ui.shown[0];
     assert.equal(offer.level, "warn");
     assert.match(offer.message, /not installed/);
-    assert.deepEqual(offer.actions, ["Install from PyPI", "Install from Folder or Wheel…", "Open Settings"]);
+    assert.deepEqual(offer.actions, [
+      "Install bundled wheel",
+      "Install from Folder or Wheel…",
+      "Open Settings",
+    ]);
     assert.deepEqual(runner.pipRuns[0].args, [
       "-m",
       "pip",
       "install",
       "--disable-pip-version-check",
-      "stitch-lsp",
+      "/ext/out/bundled/stitch_lsp-0.1.0-py3-none-any.whl",
     ]);
     assert.equal(factory.running.length, 1);
     assert.equal(ctl.status.phase, "ready");
@@ -155,8 +161,9 @@ describe("server controller", () => {
       environments: {
         getActiveEnvironmentPath: () => ({ id: exe, path: exe }),
         resolveEnvironment: async () => ({ executable: { uri: { fsPath: exe } } }),
+        onDidChangeActiveEnvironmentPath: () => ({ dispose: () => undefined }),
       },
-    };
+    } as unknown as PythonExtensionApi;
     await ctl.start();
     await ctl.settled();
     assert.equal(factory.last!.spec.launch.command, "/envs/a/bin/python");
@@ -217,7 +224,10 @@ describe("server controller", () => {
     assert.equal(host.lastView?.text, "$(shield) Stitch: analysis only");
     assert.equal(await ctl.runPaletteCommand("stitch.generateFusedImplementation", target), "untrusted");
     assert.ok(!factory.last!.requests.some((r) => r.method === "workspace/executeCommand"));
-    assert.equal(await ctl.install({ kind: "pypi", label: "", target: "stitch-lsp" }), false);
+    assert.equal(
+      await ctl.install({ kind: "wheel", label: "", target: "/w/stitch_lsp-0.1.0-py3-none-any.whl" }),
+      false,
+    );
     assert.equal(runner.pipRuns.length, 0);
 
     host.trusted = true;
@@ -311,5 +321,78 @@ describe("server controller", () => {
     await ctl.start();
     await ctl.settled();
     assert.equal(factory.clients.length, 1);
+  });
+  it("keeps the server's job list, asks for it at start, and forgets it when the server stops", async () => {
+    const job = {
+      id: 7,
+      kind: "verify",
+      title: "stitch: verifying m.py",
+      file: "m.py",
+      state: "running",
+      stage: "building",
+      submittedAt: 1,
+      elapsedS: 3,
+    };
+    factory.configure = (client) => {
+      client.responder = (method) => (method === "stitch/jobs" ? { jobs: [job] } : null);
+    };
+    let changes = 0;
+    ctl.onJobsChanged(() => (changes += 1));
+    await ctl.start();
+    await ctl.settled();
+    const client = factory.last!;
+    assert.deepEqual(client.spec.init.clientCommands, ["stitch.showResults"]);
+    assert.ok(client.requests.some((r) => r.method === "stitch/jobs"));
+    assert.deepEqual(
+      ctl.jobs.jobs.map((j) => j.id),
+      [7],
+    );
+    client.jobsListener!({ jobs: [] });
+    assert.deepEqual(ctl.jobs.jobs, []);
+    client.jobsListener!({ jobs: "garbage" });
+    assert.ok(host.logs.some((l) => l.includes("Ignored a malformed stitch/jobs")));
+    client.jobsListener!({ jobs: [job] });
+    const before = changes;
+    await ctl.stop();
+    assert.deepEqual(ctl.jobs.jobs, []);
+    assert.equal(changes, before + 1);
+  });
+
+  it("cancels through the server's stitch.cancel, one job or all", async () => {
+    factory.caps = { executeCommandProvider: { commands: ["stitch.cancel"] } };
+    factory.configure = (client) => {
+      client.responder = (method, params) =>
+        method === "workspace/executeCommand"
+          ? { cancelled: [(params as { arguments: { id?: number }[] }).arguments[0]?.id ?? 1] }
+          : null;
+    };
+    await ctl.start();
+    await ctl.settled();
+    assert.deepEqual(await ctl.cancelJobs({ id: 5 }), [5]);
+    const sent = factory.last!.requests.filter((r) => r.method === "workspace/executeCommand");
+    assert.deepEqual(sent.at(-1)!.params, { command: "stitch.cancel", arguments: [{ id: 5 }] });
+    await ctl.cancelJobs();
+    assert.deepEqual(factory.last!.requests.at(-1)!.params, { command: "stitch.cancel", arguments: [] });
+  });
+
+  it("refuses requests and cancels while no server runs, and says so", async () => {
+    await assert.rejects(ctl.request("stitch/results", { uri: "file:///x.py" }), /not running/);
+    assert.deepEqual(await ctl.cancelJobs(), []);
+    assert.match(host.ui.shown.at(-1)!.message, /not running/);
+    const info = await ctl.debugInfo();
+    assert.equal(info.server, null);
+    assert.match(String(info.error), /not running/);
+  });
+
+  it("adds what the client knows to the server's debug info", async () => {
+    factory.configure = (client) => {
+      client.responder = (method) => (method === "stitch/debugInfo" ? { torchImported: false } : null);
+    };
+    await ctl.start();
+    await ctl.settled();
+    const info = await ctl.debugInfo();
+    assert.deepEqual(info.server, { torchImported: false });
+    assert.equal((info.client as { phase: string }).phase, "ready");
+    assert.deepEqual((info.client as { interpreter: string[] }).interpreter, ["python3"]);
   });
 });

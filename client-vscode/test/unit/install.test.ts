@@ -9,7 +9,7 @@ import {
 } from "../../src/install";
 
 describe("install", () => {
-  it("offers the newest bundled wheel before PyPI", () => {
+  it("offers the newest bundled wheel, and no package index (stitch-lsp is not on PyPI)", () => {
     const sources = installSources([
       "/ext/bundled/stitch_lsp-0.9.0-py3-none-any.whl",
       "/ext/bundled/stitch_lsp-0.10.0-py3-none-any.whl",
@@ -17,15 +17,9 @@ describe("install", () => {
     ]);
     assert.deepEqual(
       sources.map((s) => [s.kind, s.target]),
-      [
-        ["wheel", "/ext/bundled/stitch_lsp-0.10.0-py3-none-any.whl"],
-        ["pypi", "stitch-lsp"],
-      ],
+      [["wheel", "/ext/bundled/stitch_lsp-0.10.0-py3-none-any.whl"]],
     );
-    assert.deepEqual(
-      installSources([]).map((s) => s.kind),
-      ["pypi"],
-    );
+    assert.deepEqual(installSources([]), []);
     assert.equal(newestWheel(["other-1.0-py3-none-any.whl"]), undefined);
   });
 

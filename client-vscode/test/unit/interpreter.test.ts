@@ -24,22 +24,22 @@ function ctx(overrides: Partial<ResolveContext> = {}): ResolveContext {
 
 function pythonApi(
   exe: string | undefined,
-  opts: { throws?: boolean; legacy?: string[] } = {},
+  opts: { throws?: boolean; seen?: unknown[] } = {},
 ): PythonExtensionApi {
-  if (opts.legacy) {
-    return { settings: { getExecutionDetails: () => ({ execCommand: opts.legacy }) } };
-  }
-  return {
+  const api = {
     environments: {
-      getActiveEnvironmentPath: () => {
+      getActiveEnvironmentPath: (resource?: unknown) => {
+        opts.seen?.push(resource);
         if (opts.throws) {
           throw new Error("not ready");
         }
         return { id: "env", path: exe ?? "" };
       },
       resolveEnvironment: async () => (exe ? { executable: { uri: { fsPath: exe } } } : undefined),
+      onDidChangeActiveEnvironmentPath: () => ({ dispose: () => undefined }),
     },
   };
+  return api as unknown as PythonExtensionApi;
 }
 
 describe("interpreter resolution", () => {
@@ -68,11 +68,14 @@ describe("interpreter resolution", () => {
     assert.equal(interp.source, "python-extension");
   });
 
-  it("falls back to the extension's older execution-details API", async () => {
+  it("asks the Python extension for the environment of the server's workspace folder", async () => {
+    const seen: unknown[] = [];
+    const folder = { fsPath: "/work/project-b", toString: () => "file:///work/project-b" };
     const interp = await resolveInterpreter(
-      ctx({ python: pythonApi(undefined, { legacy: ["/opt/py/bin/python"] }) }),
+      ctx({ python: pythonApi("/work/project-b/.venv/bin/python", { seen }), resource: folder }),
     );
-    assert.deepEqual(interp.command, ["/opt/py/bin/python"]);
+    assert.deepEqual(interp.command, ["/work/project-b/.venv/bin/python"]);
+    assert.deepEqual(seen, [folder]);
   });
 
   it("falls back to python3 on PATH (python on Windows) when the extension is absent or fails", async () => {

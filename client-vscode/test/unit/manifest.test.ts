@@ -66,14 +66,51 @@ describe("package.json", () => {
     assert.match(pkg.scripts.package, /--no-dependencies/);
   });
 
-  it("keeps the vscode module behind vscodeApi.ts and extension.ts", () => {
+  it("keeps the vscode module behind vscodeApi.ts, vscodeViews.ts and extension.ts", () => {
     const src = path.join(EXTENSION_ROOT, "src");
-    for (const name of fs.readdirSync(src)) {
+    const files = (fs.readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith(".ts"));
+    assert.ok(files.length > 10);
+    for (const name of files) {
       const text = fs.readFileSync(path.join(src, name), "utf8");
-      const touchesVscode = /from "vscode"|from "vscode-languageclient/.test(text);
+      const touchesVscode = /from "vscode"|from "vscode-languageclient|from "@vscode\/python-extension"/.test(
+        text.replace(/import type [^;]+;/g, ""),
+      );
       if (touchesVscode) {
-        assert.ok(["vscodeApi.ts", "extension.ts"].includes(name), `${name} imports vscode`);
+        assert.ok(
+          ["vscodeApi.ts", "extension.ts", "vscodeViews.ts"].includes(name),
+          `${name} imports vscode`,
+        );
       }
     }
+  });
+
+  it("ships a licence, an icon, a changelog and the repository, and bundles the server's wheel", () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(EXTENSION_ROOT, "package.json"), "utf8"));
+    assert.equal(pkg.license, "MIT");
+    assert.ok(fs.existsSync(path.join(EXTENSION_ROOT, pkg.icon)), pkg.icon);
+    assert.match(pkg.repository.url, /^https:\/\//);
+    for (const file of ["LICENSE", "CHANGELOG.md"]) {
+      assert.ok(fs.existsSync(path.join(EXTENSION_ROOT, file)), file);
+    }
+    assert.match(pkg.scripts.package, /^npm run bundle-wheel && /);
+    const ignore = fs.readFileSync(path.join(EXTENSION_ROOT, ".vscodeignore"), "utf8");
+    for (const kept of ["!LICENSE", "!CHANGELOG.md", "!images/icon.png", "!out/bundled/*.whl"]) {
+      assert.ok(ignore.split("\n").includes(kept), kept);
+    }
+  });
+
+  it("puts the jobs view's cancel inline on each job", () => {
+    const menus = (
+      manifest.contributes as { menus?: Record<string, { command: string; when?: string; group?: string }[]> }
+    ).menus!;
+    const inline = menus["view/item/context"].find((m) => m.command === "stitch.cancelJob");
+    assert.equal(inline?.group, "inline");
+    assert.match(inline?.when ?? "", /view == stitch.jobs/);
+    const views = (manifest.contributes as { views?: Record<string, { id: string }[]> }).views!;
+    assert.ok(
+      Object.values(views)
+        .flat()
+        .some((v) => v.id === "stitch.jobs"),
+    );
   });
 });
