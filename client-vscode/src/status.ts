@@ -181,8 +181,9 @@ export class StatusModel {
     switch (state) {
       case "running":
         return {
-          text: `$(sync~spin) ${base}: running on ${cluster.text ? "the cluster" : "GPU"}${cluster.text}`,
-          tooltip: [message || "A job is running on the GPU.", cluster.tooltip].filter(Boolean).join("\n"),
+          // A job may run on the CPU (compile-only, without a GPU): "running", not "on GPU".
+          text: `$(sync~spin) ${base}: running${cluster.text ? " on the cluster" : ""}${cluster.text}`,
+          tooltip: [message || "A job is running.", cluster.tooltip].filter(Boolean).join("\n"),
           command: SHOW_OUTPUT_COMMAND,
           kind: "normal",
         };

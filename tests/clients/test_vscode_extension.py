@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,49 +16,12 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-CLIENT = REPO / "client-vscode"
-NPM = shutil.which("npm")
+from tests.clients.npm_build import NPM, REPO, npm
 
 pytestmark = [
     pytest.mark.skipif(NPM is None, reason="npm not found: the VS Code extension cannot be built"),
     pytest.mark.slow,
 ]
-
-
-def npm(cwd: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "STITCH_PYTHON": sys.executable,
-        # `npm run package` builds the server's wheel from this checkout (the copy has no `..`).
-        "STITCH_PROJECT_DIR": str(REPO),
-        "STITCH_REPO_ROOT": str(REPO),  # the tests' fixtures (an ncu report) live there
-        "CI": "1",
-    }
-    proc = subprocess.run(
-        [NPM, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    output = f"{proc.stdout[-6000:]}\n{proc.stderr[-6000:]}"
-    assert proc.returncode == 0, f"npm {' '.join(args)} failed ({proc.returncode}):\n{output}"
-    return proc
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    fresh = tmp_path_factory.mktemp("vscode") / "client-vscode"
-    shutil.copytree(CLIENT, fresh, ignore=shutil.ignore_patterns("node_modules", "out", "*.vsix"))
-    # The e2e test reads the ncu report from the repository beside client-vscode/.
-    ncu = fresh.parent / "tests" / "fixtures" / "ncu"
-    ncu.mkdir(parents=True)
-    shutil.copy2(REPO / "tests" / "fixtures" / "ncu" / "relu_bias_full.ncu-rep", ncu)
-    npm(fresh, "ci", "--no-audit", "--no-fund", timeout=600)
-    return fresh
 
 
 def test_npm_test(installed: Path) -> None:
@@ -69,9 +31,7 @@ def test_npm_test(installed: Path) -> None:
     assert "ℹ skipped 0" in proc.stdout, proc.stdout[-3000:]
 
 
-def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
-    vsix = installed / "stitch-lsp.vsix"
-    npm(installed, "run", "package", timeout=300)
+def test_npm_run_package_writes_a_vsix(vsix: Path) -> None:
     assert vsix.is_file()
     with zipfile.ZipFile(vsix) as zf:
         names = set(zf.namelist())
@@ -96,11 +56,10 @@ def test_npm_run_package_writes_a_vsix(installed: Path) -> None:
     assert not any(n.startswith("extension/src/") for n in names), "sources leaked into the .vsix"
 
 
-def test_the_packaged_bundle_activates_and_serves(installed: Path, tmp_path: Path) -> None:
+def test_the_packaged_bundle_activates_and_serves(
+    installed: Path, vsix: Path, tmp_path: Path
+) -> None:
     """The minified bundle inside the .vsix, not the test build, against the real server."""
-    vsix = installed / "stitch-lsp.vsix"
-    if not vsix.is_file():
-        npm(installed, "run", "package", timeout=300)
     with zipfile.ZipFile(vsix) as zf:
         zf.extract("extension/out/extension.js", tmp_path)
     bundle = tmp_path / "extension" / "out" / "extension.js"

@@ -179,3 +179,23 @@ async def test_show_results_lens_on_model_new(client: StitchClient, tmp_path: Pa
     # A reference gets the lens only once runs on it were recorded.
     ref_uri = await open_file(client, tmp_path / "ref.py")
     assert not [x for x in await lenses(client, ref_uri) if x[2] == "stitch.showResults"]
+
+
+async def test_a_report_shown_for_a_file_fills_its_results(
+    client: StitchClient, tmp_path: Path, ncu_fixture_dir: Path
+) -> None:
+    await initialize(client, tmp_path)
+    uri = await open_file(client, tmp_path / "ref_stitch.py", CANDIDATE.replace("ref.py", "x.py"))
+    shown = _plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(
+                command="stitch.showProfile",
+                arguments=[{"uri": uri, "report": str(ncu_fixture_dir / "relu_bias_full.ncu-rep")}],
+            )
+        )
+    )
+    assert shown["ok"], shown
+    after = await results(client, uri)
+    assert [(k["name"], k["side"]) for k in after["kernels"]] == [("relu_bias", "candidate")]
+    assert after["roofs"]["source"] == "ncu"
+    assert after["report"].endswith("relu_bias_full.ncu-rep")

@@ -197,6 +197,14 @@ function rooflineBlock(results: Results): string {
   return `<div class="chart">${chart.svg}</div><p class="source">${source}${missing}</p>`;
 }
 
+function sameFile(uri: string, filePath: string): boolean {
+  try {
+    return decodeURIComponent(new URL(uri).pathname) === filePath;
+  } catch {
+    return false;
+  }
+}
+
 export function resultsPage(results: Results | undefined, opts: PageOptions, error?: string): string {
   const csp = contentSecurityPolicy(opts);
   let body: string;
@@ -209,8 +217,9 @@ export function resultsPage(results: Results | undefined, opts: PageOptions, err
         : results.role === "reference"
           ? "reference (KernelBench Model)"
           : "no Model or ModelNew here";
+    // A file that holds both Model and ModelNew is its own reference: nothing to compare.
     const compare =
-      results.role === "candidate" && results.reference
+      results.role === "candidate" && results.reference && !sameFile(results.uri, results.reference)
         ? `<button data-action="compare">Compare with reference</button>`
         : "";
     body =

@@ -146,9 +146,14 @@ export function renderRoofline(roofs: Roofs, kernels: KernelRow[], opts: Rooflin
   parts.push(
     `<text class="roof-label" x="${r(sx(ridge) + 6)}" y="${r(sy(roofs.peakGflops) - 6)}">FP32 ${escapeXml(fmt(roofs.peakGflops / 1000))} TFLOP/s</text>`,
   );
-  const memLabelX = Math.max(x0 * 3, ridge / 300);
+  // The memory roof's label sits at its foot, along the line, away from the kernels in the middle.
+  const labelX = x0 * 1.6;
+  const angle = (Math.atan2(sy(roofs.peakGbS * ridge) - sy(footY), sx(ridge) - sx(x0)) * 180) / Math.PI;
+  const lx0 = sx(labelX);
+  const ly0 = sy(roofs.peakGbS * labelX) - 6;
   parts.push(
-    `<text class="roof-label" x="${r(sx(memLabelX))}" y="${r(sy(roofs.peakGbS * memLabelX) - 8)}">DRAM ${escapeXml(fmt(roofs.peakGbS))} GB/s</text>`,
+    `<text class="roof-label" transform="translate(${r(lx0)} ${r(ly0)}) rotate(${angle.toFixed(1)})">` +
+      `DRAM ${escapeXml(fmt(roofs.peakGbS))} GB/s</text>`,
   );
   // The kernels: reference first, so the candidate's points are drawn on top.
   const plotted: PlottedKernel[] = kernels

@@ -182,7 +182,7 @@ describe("server controller", () => {
     await ctl.settled();
     const first = factory.last!;
     first.statusListener!({ state: "running", message: "verifying" });
-    assert.equal(host.lastView?.text, "$(sync~spin) Stitch: running on GPU");
+    assert.equal(host.lastView?.text, "$(sync~spin) Stitch: running");
     await ctl.onSettingsChanged(only("stitch.device"));
     await ctl.settled();
     assert.equal(factory.clients.length, 1);

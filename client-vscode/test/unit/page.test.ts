@@ -119,3 +119,11 @@ describe("results panel HTML", () => {
     assert.equal(parsePanelMessage({ type: "eval", code: "x" }), undefined);
   });
 });
+
+describe("the compare button", () => {
+  it("is there for a generated file with a separate reference, not for a file that is its own pair", () => {
+    const own = parseResults({ ...RESULTS, uri: "file:///w/ex/pair.py", reference: "/w/ex/pair.py" });
+    assert.doesNotMatch(resultsPage(own, OPTS), /data-action="compare"/);
+    assert.match(resultsPage(parseResults(RESULTS), OPTS), /data-action="compare"/);
+  });
+});

@@ -22,7 +22,7 @@ describe("status bar", () => {
     model.setPhase("ready");
     assert.equal(model.view().text, "$(circuit-board) Stitch");
     model.update({ state: "running", message: "verifying 19_ReLU" });
-    assert.equal(model.view().text, "$(sync~spin) Stitch: running on GPU");
+    assert.equal(model.view().text, "$(sync~spin) Stitch: running");
     assert.equal(model.view().tooltip, "verifying 19_ReLU");
     assert.ok(model.busy);
     model.update({ state: "done", message: "correct", speedup: 1.4213 });

@@ -176,6 +176,8 @@ def register(server: StitchServer) -> None:
                 lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"ncu: {run.error}")
             )
             return CommandResult(ok=False, message=run.error or "the report could not be read")
+        if a.uri is not None and (doc := ls.documents.get(a.uri)) is not None:
+            remember_profile(ls, a.uri, doc.text, run)  # the results panel of the file it was for
         return apply_report(ls, store, run.report, a.uri, a.map)
 
     async def profile(ls: StitchServer, *args: Any) -> CommandResult:
