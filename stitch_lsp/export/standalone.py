@@ -144,7 +144,9 @@ class _Inliner:
         self.modules: dict[str, _Module] = {}
         self.chosen: list[tuple[str, int]] = []  # (module, statement index), dependencies first
         self.imports: list[str] = []  # plain import statements, deduplicated
-        self.provided: dict[str, str] = {}  # name -> module it came from
+        self.provided: dict[str, str] = {}  # name -> module that defines it (not imports)
+        self.visited: set[str] = set()
+        self.aliases: list[str] = []  # `b = a` for a runtime module's `import a as b`
 
     def module(self, name: str) -> _Module:
         if name not in self.modules:
@@ -170,13 +172,9 @@ class _Inliner:
     def need(self, name: str, module: str, stack: tuple[str, ...] = ()) -> None:
         """Take the statements that define `name` in `module`, and what they use, first."""
         key = f"{module}:{name}"
-        if key in stack or self.provided.get(name) == module:
+        if key in self.visited:
             return
-        if name in self.provided:
-            raise ExportError(
-                f"two runtime modules define {name!r} ({self.provided[name]} and {module})"
-            )
-        self.provided[name] = module
+        self.visited.add(key)
         mod = self.module(module)
         for i in mod.defines.get(name, []):
             stmt = mod.tree.body[i]
@@ -185,6 +183,9 @@ class _Inliner:
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self._take_import(stmt, name, module, (*stack, key))
                 continue
+            owner = self.provided.setdefault(name, module)
+            if owner != module:
+                raise ExportError(f"two runtime modules define {name!r} ({owner} and {module})")
             for used in sorted(_used_names(stmt) - {name}):
                 if used in mod.defines:
                     self.need(used, module, (*stack, key))
@@ -198,8 +199,9 @@ class _Inliner:
             target = _resolve(stmt, module)
             alias = next(a for a in stmt.names if (a.asname or a.name) == name)
             if target.startswith(PACKAGE):
-                self.provided.pop(name, None)
                 self.need(alias.name, self.provider(alias.name, target), stack)
+                if alias.asname and alias.asname != alias.name:
+                    self.aliases.append(f"{alias.asname} = {alias.name}")
                 return
             line = f"from {target} import {alias.name}" + (
                 f" as {alias.asname}" if alias.asname else ""
@@ -220,6 +222,8 @@ class _Inliner:
             # name things only a type checker sees, so they go (KernelBench's harness prepends
             # lines to a candidate, which rules out `from __future__ import annotations`).
             parts.append(mod.segment(i) if module == OVERRIDES else _unannotated(mod, i))
+        if self.aliases:
+            parts.append("\n".join(dict.fromkeys(self.aliases)))
         return "\n\n\n".join(parts) + "\n"
 
 

@@ -222,3 +222,22 @@ def test_kernelbench_loads_the_copy_with_its_own_loader(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["ModelNew", "True", "load_cuda"]
+
+
+def test_the_graph_runtime_of_whole_model_programs_is_inlined_too(tmp_path: Path) -> None:
+    """Whole-model programs also import the CUDA-graph runner; it comes along, annotations
+    removed (its module defers them, which a KernelBench-loaded copy cannot)."""
+    text = (
+        "from stitch_lsp.runtime import check_launch, load_cuda\n"
+        "from stitch_lsp.runtime.graph import Arena, GraphRunner\n"
+        "RUNNER, ARENA = GraphRunner, Arena\n"
+    )
+    copy = export_standalone(text)
+    assert "class GraphRunner" in copy and "class Arena" in copy and "def graphs_enabled" in copy
+    assert "__future__" not in copy
+    out = tmp_path / "program.py"
+    out.write_text(copy)
+    printed = run_without_stitch(
+        out, 'print(ns["RUNNER"].__name__, ns["ARENA"].__name__, ns["graphs_enabled"]())'
+    )
+    assert printed.split() == ["GraphRunner", "Arena", "True"]
