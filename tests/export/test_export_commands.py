@@ -89,4 +89,4 @@ def test_generate_standalone_writes_a_load_inline_file(tmp_path: Path) -> None:
     text = out.read_text()
     assert text.startswith("# stitch-lsp: reference=layernorm_gelu.py\n# Standalone copy")
     assert not uses_runtime(text) and "load_inline(" in text
-    assert "extern \"C\" int stitch_fused_" in text  # the same launchers
+    assert 'extern "C" int stitch_fused_' in text  # the same launchers
