@@ -39,13 +39,7 @@ import {
   type RunResult,
   serverLaunch,
 } from "./serverLaunch";
-import {
-  changeNeedsRestart,
-  INTERPRETER_KEY,
-  type Manifest,
-  serverSettings,
-  userSettings,
-} from "./settings";
+import { changeNeedsRestart, INTERPRETER_KEY, type Manifest, serverSettings, userSettings } from "./settings";
 import {
   parseStatus,
   RESTART_COMMAND,

@@ -112,28 +112,24 @@ def _resolve(stmt: ast.ImportFrom, current: str) -> str:
 
 
 def _unannotated(module: _Module, index: int) -> str:
-    """The statement without type annotations, as source (comments are lost, docstrings kept)."""
+    """The statement with every annotation turned into a string, as source (comments are lost,
+    docstrings kept): what `from __future__ import annotations` does, which a copy cannot use.
+    Annotations stay (dataclasses need them; a `ClassVar` string is still seen as one) but are
+    never evaluated, so names only a type checker imports do not matter."""
     stmt = copy.deepcopy(module.tree.body[index])
+
+    def text(node: ast.expr | None) -> ast.expr | None:
+        return None if node is None else ast.Constant(ast.unparse(node))
+
     for node in ast.walk(stmt):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            node.returns = None
+            node.returns = text(node.returns)
             args = node.args
             for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
                 if a is not None:
-                    a.annotation = None
-    if isinstance(stmt, ast.AnnAssign):
-        if stmt.value is None:
-            return ""
-        stmt = ast.Assign(targets=[stmt.target], value=stmt.value, lineno=stmt.lineno)
-    body = getattr(stmt, "body", None)
-    if isinstance(stmt, ast.ClassDef) and body is not None:
-        stmt.body = [
-            ast.Assign(targets=[b.target], value=b.value, lineno=b.lineno)
-            if isinstance(b, ast.AnnAssign) and b.value is not None
-            else b
-            for b in body
-            if not (isinstance(b, ast.AnnAssign) and b.value is None)
-        ] or [ast.Pass()]
+                    a.annotation = text(a.annotation)
+        elif isinstance(node, ast.AnnAssign):
+            node.annotation = text(node.annotation) or node.annotation
     return ast.unparse(ast.fix_missing_locations(stmt))
 
 
@@ -219,8 +215,8 @@ class _Inliner:
         for module, i in self.chosen:
             mod = self.modules[module]
             # Our overrides are written to run as they are; other modules' annotations may
-            # name things only a type checker sees, so they go (KernelBench's harness prepends
-            # lines to a candidate, which rules out `from __future__ import annotations`).
+            # name things only a type checker sees, so they become strings (KernelBench's
+            # harness prepends lines to a candidate: no `from __future__ import annotations`).
             parts.append(mod.segment(i) if module == OVERRIDES else _unannotated(mod, i))
         if self.aliases:
             parts.append("\n".join(dict.fromkeys(self.aliases)))

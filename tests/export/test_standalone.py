@@ -167,13 +167,15 @@ def test_other_runtime_helpers_are_inlined_with_what_they_use(tmp_path: Path) ->
     """A name the overrides do not define comes from its runtime module, with its closure."""
     text = "from stitch_lsp.runtime import detect_arch\nARCH = detect_arch\n"
     copy = export_standalone(text)
-    assert "def normalize_arch" in copy and "def _gpu_arch_from_smi" in copy
+    assert "def normalize_arch" in copy and "def detect_arch" in copy
     out = tmp_path / "arch.py"
     out.write_text(copy)
     printed = run_without_stitch(
-        out, 'print(ns["normalize_arch"]("9.0"), ns["ARCH"] is ns["detect_arch"])'
+        out,
+        'print(ns["normalize_arch"]("9.0"), ns["ARCH"] is ns["detect_arch"],'
+        ' ns["detect_arch"]().startswith("sm_"))',
     )
-    assert printed.split() == ["sm_90a", "True"]
+    assert printed.split() == ["sm_90a", "True", "True"]
 
 
 def test_aliases_are_kept() -> None:

@@ -118,7 +118,9 @@ async def test_cancelling_generate_kills_the_worker_group_and_writes_nothing(
     pids = tmp_path / "worker.pids"
     fake_python = tmp_path / "slow-python"
     fake_python.write_text(
-        f'#!/bin/sh\necho $$ >> "{pids}"\nsleep 300 &\necho $! >> "{pids}"\nwait\n'
+        # It answers the launcher's version probe, then hangs as a worker.
+        '#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; esac\n'
+        f'echo $$ >> "{pids}"\nsleep 300 &\necho $! >> "{pids}"\nwait\n'
     )
     fake_python.chmod(fake_python.stat().st_mode | stat.S_IXUSR)
     reference = tmp_path / "layernorm_gelu.py"

@@ -126,7 +126,8 @@ async def test_results_hold_attempts_verify_kernels_and_roofline(
         )
     )
     assert done["ok"], done
-    runs = NCU_LOG.read_text().splitlines()[-2:]
+    # One ncu run per `--clock-control` (a target's command line may span lines).
+    runs = [r.strip() for r in NCU_LOG.read_text().split("--clock-control")[-2:]]
     assert "ref_stitch.py" in runs[0] and "--kernel-name regex:^(relu_bias)$" in runs[0]
     # The reference's Model ran under ncu as well, with every kernel it launches.
     assert runs[1].endswith(f"{tmp_path / 'ref.py'} --class Model"), runs[1]

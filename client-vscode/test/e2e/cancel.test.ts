@@ -35,7 +35,12 @@ describe("cancelling a job from VS Code", { timeout: 90_000, skip: process.platf
   fs.copyFileSync(path.join(FIXTURES, "model.py"), model);
   const pids = path.join(dir, "worker.pids");
   const slowPython = path.join(dir, "slow-python");
-  fs.writeFileSync(slowPython, `#!/bin/sh\necho $$ >> "${pids}"\nsleep 300 &\necho $! >> "${pids}"\nwait\n`);
+  // It answers the worker launcher's version probe, then hangs as a worker.
+  fs.writeFileSync(
+    slowPython,
+    `#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; esac\n` +
+      `echo $$ >> "${pids}"\nsleep 300 &\necho $! >> "${pids}"\nwait\n`,
+  );
   fs.chmodSync(slowPython, 0o755);
   const text = fs.readFileSync(model, "utf8");
   const fake = makeFakeVscode({

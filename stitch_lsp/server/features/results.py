@@ -264,7 +264,7 @@ def kernel_row(k: ProfileResult, side: str, line: int | None = None) -> KernelRo
     roof = k.roofline
     return KernelRow(
         name=k.name,
-        side=side,  # type: ignore[arg-type]
+        side=side,
         duration_us=k.duration_ns / 1000.0 if k.duration_ns is not None else None,
         sm_pct=k.sm_throughput_pct,
         memory_pct=k.memory_throughput_pct,
@@ -322,7 +322,7 @@ def results_for(server: StitchServer, uri: str) -> ResultsResponse:
     response = ResultsResponse(
         uri=uri,
         file=name,
-        role=role,  # type: ignore[arg-type]
+        role=role,
         reference=str(reference) if reference is not None else None,
     )
     if reference is not None and reference.is_file():
