@@ -106,6 +106,9 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
                 "extensions.ignoreRecommendations": True,
                 "window.restoreWindows": "none",
                 "editor.minimap.enabled": False,
+                # No chat beside the editor: more room for the files and the results panel.
+                "workbench.secondarySideBar.defaultVisibility": "hidden",
+                "chat.disableAIFeatures": True,
             },
             indent=1,
         )
