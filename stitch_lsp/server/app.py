@@ -13,19 +13,22 @@ import importlib
 import inspect
 import logging
 import os
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 from lsprotocol import types as lsp
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
+from pygls.exceptions import FeatureRequestError
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import lsp_method
 
 from stitch_lsp import __version__
 from stitch_lsp.config import Settings, environment_values
@@ -36,6 +39,7 @@ from stitch_lsp.server.convert import finding_to_diagnostic
 from stitch_lsp.server.documents import OpenDocument, PushedDiagnostics
 from stitch_lsp.server.jobs import JobScheduler
 from stitch_lsp.server.progress import LspProgress
+from stitch_lsp.server.protocol import GuardedProtocol
 from stitch_lsp.server.registry import (
     CodeActionProvider,
     CodeLensProvider,
@@ -101,7 +105,7 @@ def gc_deferred() -> Iterator[None]:
             gc.enable()
 
 
-class StitchProtocol(LanguageServerProtocol):
+class StitchProtocol(GuardedProtocol):
     """Pins the position encoding to UTF-16: the analysis layer counts columns in UTF-16 units.
 
     UTF-16 is the one encoding every client must support, so a client that would prefer
@@ -151,6 +155,7 @@ class StitchServer(LanguageServer):
         self._debounce: dict[str, asyncio.Task[None]] = {}
         self._stores: dict[type, object] = {}
         self.publish_count = 0
+        self.exit_code = 0  # what `exit` asked for: 0 after `shutdown`, else 1
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.cluster = ClusterLink()
         self._last_status: tuple[str, str, float | None] = ("idle", "", None)
@@ -163,6 +168,37 @@ class StitchServer(LanguageServer):
             may_execute=lambda: self.trusted,
             executor=self.executor,
         )
+
+    # ---- transport ----------------------------------------------------------------------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve LSP on stdio through our own framing (`stream.py`); `exit_code` says how `exit`
+        ended it."""
+        from pygls.io_ import StdoutWriter
+
+        from stitch_lsp.server.stream import StreamServer
+
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = StreamServer(self.protocol, self._stop_event)
+        try:
+            asyncio.run(reader.serve(stdin or sys.stdin.buffer))
+        except SystemExit as exc:  # the `exit` notification
+            self.exit_code = exc.code if isinstance(exc.code, int) else 1
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.shutdown()
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls's own errors (a notification that failed, a message it could not read) go to
+        the log, once each: they are not the user's to act on, so no pop-up. A failed request
+        is answered with its error already."""
+        if source is FeatureRequestError:
+            return
+        self.report_error("the LSP connection", error)
 
     # ---- registry (called by feature modules' register()) ----------------------------------
 

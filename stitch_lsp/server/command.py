@@ -73,4 +73,4 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         server.jobs.kill_all_processes()
         server.cluster.kill_all()
-    return 0
+    return server.exit_code

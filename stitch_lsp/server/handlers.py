@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types as lsp
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from stitch_lsp.analysis.document import Document
 from stitch_lsp.server.app import StitchServer
@@ -316,6 +317,13 @@ def register_handlers(server: StitchServer) -> None:
 # ---- helpers ------------------------------------------------------------------------------------
 
 
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (a pydantic error runs to many)."""
+    lines = str(exc).strip().splitlines()
+    more = f" (+{len(lines) - 1} more lines in the log)" if len(lines) > 1 else ""
+    return (lines[0][:300] if lines else type(exc).__name__) + more
+
+
 def _allowed(ls: StitchServer, command: str) -> bool:
     spec = ls.commands.get(command)
     return spec is None or ls.command_enabled(command)
@@ -342,8 +350,14 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if isinstance(exc, ValueError) and not isinstance(exc, ValidationError):
+                # the commands' own word for arguments they cannot use
+                raise JsonRpcInvalidParams(f"{spec.name}: {one_line(exc)}") from None
+            # The traceback goes to the log; the editor gets one line.
             ls.report_error(f"command {spec.name}", exc)
-            raise
+            raise JsonRpcInternalError(
+                f"{spec.name} failed: {type(exc).__name__}: {one_line(exc)}"
+            ) from None
 
     ls.command(spec.name)(command)
 
