@@ -180,7 +180,7 @@ def _analyze_cuda_file(doc: Document, result: Analysis, diags: list[Diag]) -> No
 # -- Python files -------------------------------------------------------------------------------
 
 
-def _header(doc: Document) -> str | None:
+def reference_header(doc: Document) -> str | None:
     """The reference path from a `# stitch-lsp: reference=...` comment at the top of the file."""
     head = doc.data[:4096].decode("utf-8", "replace")
     for line in head.splitlines()[:40]:
@@ -263,7 +263,7 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag], dtype: s
     if err is not None:
         diags.append(err)
     facts = python_facts.extract(roots, doc.data)
-    result.reference_header = _header(doc)
+    result.reference_header = reference_header(doc)
 
     def node_range(node: Node) -> Range:
         return doc.node_range(node.start_point, node.end_point)

@@ -101,6 +101,17 @@ class Document:
             doc.decode_error = (row, col)
         return doc
 
+    def snapshot(self) -> Document:
+        """A copy of this text with its own (not yet parsed) syntax, for analysing in another
+        thread while this document keeps taking edits."""
+        copy = Document(self.uri, "", self.language_id, self.version)
+        copy._raw = self._raw
+        copy._set_bytes(self.data, self.index)  # bytes and the line index are immutable
+        copy.decode_error = self.decode_error
+        copy.parse_budget_s = self.parse_budget_s
+        copy.revision = self.revision
+        return copy
+
     # -- text ---------------------------------------------------------------------------------
     def _set_text(self, raw: bytes) -> None:
         """A whole new text as the editor has it."""
@@ -154,6 +165,15 @@ class Document:
         if self._tree is None:
             self._tree = self._parser.parse(self.data)
         return [self._tree.root_node]
+
+    def split_runs(self) -> None:
+        """Parse a Python text now as runs of statements of a few kilobytes each (see
+        `StatementForest.split`); for a large file analysed in a worker thread."""
+        if self.grammar == "python":
+            self.roots  # noqa: B018  (parses)
+            if self._forest is not None:
+                self._start_clock()
+                self._forest.split(self.data, self.index)
 
     def _start_clock(self) -> None:
         """Give the next parse its time budget (`grammars.ParseTimeout` when it runs over)."""

@@ -84,23 +84,41 @@ class BudgetParser:
         extra = {} if old_tree is None else {"old_tree": old_tree}
         if len(data) < STREAM_BYTES:
             return self._parser.parse(data, **extra)
-        view = memoryview(data)
         deadline = self.deadline
-
-        def read(offset: int, _point: object) -> memoryview:
-            return view[offset : offset + STREAM_BYTES]
+        reader = _ChunkReader(data)
 
         def stop(_offset: int, _has_error: bool) -> bool:
             return deadline is not None and time.monotonic() > deadline
 
         try:
-            return self._parser.parse(read, progress_callback=stop, **extra)
+            tree = self._parser.parse(reader, progress_callback=stop, **extra)
         except ValueError as exc:  # "Parsing failed": the progress callback stopped it
             if deadline is not None and time.monotonic() > deadline:
                 raise ParseTimeout(
                     f"parsing {len(data)} bytes took longer than the time budget"
                 ) from exc
             raise
+        reader.chunk = _TEXT_CHUNK
+        return tree
+
+
+_TEXT_CHUNK = 1024
+
+
+class _ChunkReader:
+    """The read callback of a streamed parse. The tree keeps it as its source, and `Node.text`
+    calls it until the node is covered, so after the parse it hands out small pieces: a
+    node's text then costs about its own length, not a 64 KB copy. (It must return `bytes`:
+    `Node.text` takes the length of what it gets with PyBytes_Size.)"""
+
+    __slots__ = ("chunk", "data")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.chunk = STREAM_BYTES
+
+    def __call__(self, offset: int, _point: object) -> bytes:
+        return self.data[offset : offset + self.chunk]
 
 
 def parser(name: LanguageName) -> BudgetParser:

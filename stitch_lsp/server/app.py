@@ -57,6 +57,7 @@ from stitch_lsp.server.scopes import (
     snake_keys,
     user_level_keys,
 )
+from stitch_lsp.server.watchdog import LoopWatchdog
 from stitch_lsp.workers.launch import default_launcher
 
 log = logging.getLogger(__name__)
@@ -156,10 +157,15 @@ class StitchServer(LanguageServer):
         self._stores: dict[type, object] = {}
         self.publish_count = 0
         self.exit_code = 0  # what `exit` asked for: 0 after `shutdown`, else 1
+        self.watchdog: LoopWatchdog | None = None  # set when STITCH_LOOP_WATCHDOG is
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.cluster = ClusterLink()
         self._last_status: tuple[str, str, float | None] = ("idle", "", None)
         self._cluster_poll: asyncio.Task[None] | None = None
+        # Large documents' analyses and reference reads: never queued behind a long job.
+        self.analysis_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="stitch-analysis"
+        )
         self.jobs = JobScheduler(
             devices or [],
             progress=LspProgress(self),
@@ -181,8 +187,15 @@ class StitchServer(LanguageServer):
         self._stop_event = threading.Event()
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
         reader = StreamServer(self.protocol, self._stop_event)
+        self.watchdog = LoopWatchdog.from_env(lambda: reader.last_method)
+
+        async def serve() -> None:
+            if self.watchdog is not None:
+                self.watchdog.start()
+            await reader.serve(stdin or sys.stdin.buffer)
+
         try:
-            asyncio.run(reader.serve(stdin or sys.stdin.buffer))
+            asyncio.run(serve())
         except SystemExit as exc:  # the `exit` notification
             self.exit_code = exc.code if isinstance(exc.code, int) else 1
         except BrokenPipeError:
@@ -190,6 +203,8 @@ class StitchServer(LanguageServer):
         except KeyboardInterrupt:
             pass
         finally:
+            if self.watchdog is not None:
+                self.watchdog.write_report()
             self.shutdown()
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -289,6 +304,14 @@ class StitchServer(LanguageServer):
             return
         version = doc.version
         t0 = time.perf_counter()
+        try:
+            await doc.ensure_analysis(self.analysis_executor)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.report_error("analysis", exc)
+        if self.documents.get(uri) is not doc or doc.version != version:
+            return  # an edit arrived meanwhile; its own publish follows
         results: list[tuple[str, Any]] = []
         awaiting: list[tuple[str, Awaitable[Any]]] = []
         with gc_deferred():

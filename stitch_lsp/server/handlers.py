@@ -95,8 +95,8 @@ def register_handlers(server: StitchServer) -> None:
         ls.show_settings_report(ls.startup_report)
         await _pull_configuration(ls)
         await _register_dynamic_capabilities(ls)
-        try:
-            ls.warm_up()
+        try:  # in a thread: compiling the queries would hold the loop for a tenth of a second
+            await asyncio.get_running_loop().run_in_executor(ls.analysis_executor, ls.warm_up)
         except Exception as exc:
             ls.report_error("warming up the analysis", exc)
         # Everything loaded so far lives as long as the server: keep it out of GC passes.
@@ -185,10 +185,10 @@ def register_handlers(server: StitchServer) -> None:
 
     @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @guarded("documentSymbol", default=[])
-    def document_symbol(
+    async def document_symbol(
         ls: StitchServer, params: lsp.DocumentSymbolParams
     ) -> list[lsp.DocumentSymbol]:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return []
         return to_document_symbols(state.analysis.symbols)
@@ -196,7 +196,7 @@ def register_handlers(server: StitchServer) -> None:
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     @guarded("hover")
     async def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return None
         sections: list[str] = []
@@ -217,7 +217,7 @@ def register_handlers(server: StitchServer) -> None:
     # Registered at initialize, and only when some feature provides lenses/actions.
     @guarded("codeLens", default=[])
     async def code_lens(ls: StitchServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return []
         lenses: list[lsp.CodeLens] = []
@@ -229,7 +229,7 @@ def register_handlers(server: StitchServer) -> None:
     async def code_action(
         ls: StitchServer, params: lsp.CodeActionParams
     ) -> list[lsp.CodeAction | lsp.Command]:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return []
         actions: list[lsp.CodeAction | lsp.Command] = []
@@ -310,6 +310,7 @@ def register_handlers(server: StitchServer) -> None:
                 }
                 for uri, d in ls.documents.items()
             ],
+            "loop": ls.watchdog.figures() if ls.watchdog is not None else None,
             "time": time.time(),
         }
 
@@ -322,6 +323,14 @@ def one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     more = f" (+{len(lines) - 1} more lines in the log)" if len(lines) > 1 else ""
     return (lines[0][:300] if lines else type(exc).__name__) + more
+
+
+async def _ready(ls: StitchServer, uri: str) -> OpenDocument | None:
+    """The open document with its analysis current (computed off the loop when it is large)."""
+    state = ls.documents.get(uri)
+    if state is not None:
+        await state.ensure_analysis(ls.analysis_executor)
+    return state
 
 
 def _allowed(ls: StitchServer, command: str) -> bool:

@@ -2,7 +2,8 @@
 
 - Before `initialize`, a request gets -32002 (ServerNotInitialized) and a notification is
   dropped; nothing about the server (least of all its settings) is answered.
-- After `shutdown`, a request gets -32600 (InvalidRequest) instead of silence.
+- After `shutdown`, a request gets -32600 (InvalidRequest) instead of silence; `exit` ends the
+  process with 0 after `shutdown` and 1 without it.
 - `didChange` for a document that was never opened is logged, not raised (pygls's KeyError
   reached the user as a pop-up).
 - A handler's exception is answered with its one-line message; the traceback goes to the
@@ -32,6 +33,7 @@ class GuardedProtocol(LanguageServerProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initialize_seen = False
+        self.shutdown_received = False
 
     def handle_message(self, message: Any) -> None:
         method = getattr(message, "method", None)
@@ -44,6 +46,8 @@ class GuardedProtocol(LanguageServerProtocol):
             if method is not None and method != lsp.EXIT:
                 log.info("dropped %s: it came before initialize", method)
                 return
+        if is_request and method == lsp.SHUTDOWN:
+            self.shutdown_received = True
         if is_request and method == lsp.INITIALIZE:
             if self.initialize_seen:
                 self._refuse(msg_id, INVALID_REQUEST, "initialize was already received")
@@ -67,6 +71,14 @@ class GuardedProtocol(LanguageServerProtocol):
                 self._send_response(msg_id, error=clean.to_response_error())
                 return
         super()._send_handler_result(future, msg_id=msg_id)
+
+    @lsp_method(lsp.EXIT)
+    def lsp_exit(self, *args: Any):  # type: ignore[override]
+        # Exit code 0 once `shutdown` was received, even if its handler (which stops the jobs)
+        # has not finished: a client need not wait for the reply.
+        if self.shutdown_received:
+            self._shutdown = True
+        return (yield from super().lsp_exit(*args))
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):  # type: ignore[override]

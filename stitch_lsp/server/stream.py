@@ -225,6 +225,7 @@ class StreamServer:
     def __init__(self, protocol: JsonRPCProtocol, stop_event: threading.Event) -> None:
         self.protocol = protocol
         self.stop_event = stop_event
+        self.last_method: str | None = None  # for the loop watchdog's account
         self._logged = 0
 
     def report(self, message: str) -> None:
@@ -288,6 +289,7 @@ class StreamServer:
                 self.send_error(raw["id"], INVALID_REQUEST, "Invalid Request: not JSON-RPC 2.0")
             return
         method = raw.get("method")
+        self.last_method = method if isinstance(method, str) else None
         is_request = "id" in raw and method is not None
         if method is not None and not isinstance(method, str):
             if is_request:

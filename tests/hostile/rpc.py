@@ -26,7 +26,7 @@ class RawServer:
     """`python -m stitch_lsp serve` with a reader thread that collects framed messages."""
 
     def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
-        full_env = {**os.environ, "STITCH_LOG_LEVEL": "INFO", **(env or {})}
+        full_env = {**os.environ, "STITCH_LOG_LEVEL": "WARNING", **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "stitch_lsp", "serve"],
             cwd=cwd,
