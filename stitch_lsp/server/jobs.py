@@ -16,7 +16,7 @@ Usage from a feature module:
 
     spec = JobSpec(kind="verify", uri=uri, version=v, run=my_coroutine,
                    cache_key=content_key(text, "verify", {"trials": s.trials}))
-    outcome = await server.jobs.submit(spec).wait()
+    outcome = await server.jobs.run(spec)  # submit + wait; cancelling the wait cancels the job
 
 `run` receives a `JobContext`: `ctx.device`, `ctx.report(...)`, `ctx.cancel_event`
 (a threading.Event for blocking code), `await ctx.run_worker(call)` and
@@ -277,6 +277,16 @@ class JobScheduler:
         else:
             job.task = asyncio.get_running_loop().create_task(self._run_cpu(job))
         return job
+
+    async def run(self, spec: JobSpec) -> JobOutcome:
+        """Submit and wait. When the waiter is cancelled (the editor cancelled its request), the
+        job is cancelled too: its workers are stopped and it writes nothing."""
+        job = self.submit(spec)
+        try:
+            return await job.wait()
+        except asyncio.CancelledError:
+            self.cancel(job, "cancelled by the editor")
+            raise
 
     def cancel(self, job: Job | JobKey, reason: str = "cancelled") -> bool:
         """Cancel a queued or running job (or the active job with that key)."""

@@ -8,6 +8,9 @@
   reached the user as a pop-up).
 - A handler's exception is answered with its one-line message; the traceback goes to the
   server's log, never into the response.
+- `$/cancelRequest` reaches the handler a built-in feature (executeCommand) delegated to, so a
+  cancelled `stitch.generate` really stops; and finished handlers are forgotten (pygls kept the
+  future of every notification's handler, which grew the server by each didOpen/didChange).
 """
 
 from __future__ import annotations
@@ -34,6 +37,43 @@ class GuardedProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self.initialize_seen = False
         self.shutdown_received = False
+        # The handlers a client request runs through pygls's built-in generator features
+        # (executeCommand): cancelling the request must reach them too.
+        self._inner: dict[Any, list[Any]] = {}
+
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Any,
+        callback: Any,
+        args: Any = None,
+        kwargs: Any = None,
+    ) -> None:
+        outer = self.msg_id  # the client request this handler serves, if any
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        future = self._request_futures.get(msg_id)
+        if future is None:
+            return
+
+        def forget(done: Any, msg_id: Any = msg_id) -> None:
+            # pygls files every handler's future under an id and removes only those it answers:
+            # each notification (didOpen, didChange, ...) left two behind, for good.
+            if self._request_futures.get(msg_id) is done:
+                del self._request_futures[msg_id]
+            inner = self._inner.get(outer)
+            if inner is not None and done in inner:
+                inner.remove(done)
+                if not inner:
+                    del self._inner[outer]
+
+        if outer is not None and outer != msg_id:
+            self._inner.setdefault(outer, []).append(future)
+        future.add_done_callback(forget)
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        for inner in self._inner.pop(msg_id, []):
+            inner.cancel()
+        super()._handle_cancel_notification(msg_id)
 
     def handle_message(self, message: Any) -> None:
         method = getattr(message, "method", None)

@@ -173,11 +173,13 @@ async def run_generation(
         uri=uri,
         version=doc.version if doc is not None else None,
         needs_gpu=not compile_only,
-        cancel_on_change=False,  # the loop works from the saved file; edits may go on meanwhile
+        # An edit to the reference makes the run's result describe old code: cancelled, like a
+        # cancel from the editor (no more LLM calls, nothing written).
+        cancel_on_change=True,
         title=f"stitch: {verb} {path.name}",
         summarize=lambda r: (r.message, r.best.verdict.speedup if r.best else None),
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     result = outcome.result
     if outcome.state is JobState.cancelled:
         return CommandResult(ok=False, state="cancelled", message=outcome.message or "cancelled")

@@ -311,7 +311,7 @@ async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> P
             None,
         ),
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     if isinstance(outcome.result, ProfileRun):
         return outcome.result
     from stitch_lsp.models.profile import ProfileErrorKind
@@ -358,7 +358,7 @@ async def start_profile(
         title=f"ncu: profiling {path.name}",
         summarize=_summarize_run,
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     result = outcome.result
     if outcome.state in (JobState.done, JobState.cached) and isinstance(result, ProfileRun):
         if result.ok and result.report is not None:

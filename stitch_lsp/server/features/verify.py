@@ -246,7 +246,7 @@ async def start_verify(
         + (" (compile only: no GPU)" if compile_only else ""),
         summarize=lambda r: (f"verify {path.name}: {result_title(r)}", _speedup(r)),
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     result = outcome.result
     if outcome.state is JobState.cancelled:
         return CommandResult(ok=False, state="cancelled", message=outcome.message or "cancelled")
