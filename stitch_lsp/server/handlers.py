@@ -311,6 +311,7 @@ def register_handlers(server: StitchServer) -> None:
                 for uri, d in ls.documents.items()
             ],
             "loop": ls.watchdog.figures() if ls.watchdog is not None else None,
+            "pendingHandlers": len(ls.protocol._request_futures),
             "time": time.time(),
         }
 

@@ -10,6 +10,7 @@ to FILE as one JSON line when it exits, so a whole test run can be summed up.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -30,6 +31,8 @@ class LoopWatchdog:
         self.worst_during: str | None = None
         self.samples = 0
         self.over_100ms = 0
+        self.gc_max_ms = 0.0  # the longest cyclic-GC pause seen (any thread)
+        self._gc_started = 0.0
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -39,6 +42,13 @@ class LoopWatchdog:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
+            gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, _info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self._gc_started:
+            self.gc_max_ms = max(self.gc_max_ms, (time.perf_counter() - self._gc_started) * 1e3)
 
     async def _run(self) -> None:
         while True:
@@ -59,6 +69,7 @@ class LoopWatchdog:
             "worstDuring": self.worst_during,
             "samples": self.samples,
             "over100ms": self.over_100ms,
+            "gcMaxMs": round(self.gc_max_ms, 1),
         }
 
     def write_report(self) -> None:
