@@ -22,7 +22,8 @@ def free_name(reference: Path, taken: set[str] | None = None, folder: Path | Non
     for n in range(1, 10_000):
         name = f"{stem}_stitch.py" if n == 1 else f"{stem}_stitch_{n}.py"
         candidate = where / name
-        if not candidate.exists() and name not in taken:
+        # lexists: a dangling symlink is taken too (O_EXCL would refuse it at the end)
+        if not os.path.lexists(candidate) and name not in taken:
             return candidate
     raise FileExistsError(f"no free output name in {where}")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 DEFAULT_MAX_BYTES = 5_000_000
 # Share of undecodable characters above which a file is binary, not text with a stray byte.
@@ -74,6 +75,23 @@ def read_regular(path: Path | str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """A regular file opened for reading in binary mode (no size cap: for streaming); raises
+    UnreadableFile for a FIFO, device or socket, without blocking on it."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(path, f"{kind_of(st.st_mode)}, not a regular file; not read")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_text(path: Path | str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:

@@ -131,6 +131,13 @@ async def run_generation(
     reference, start_from, problem = _inputs(doc, path, optimize)
     if reference is None:
         return fail(ls, problem or "no reference to work from")
+    from stitch_lsp.agents.reference_check import reference_problem
+
+    problem = await asyncio.get_running_loop().run_in_executor(
+        ls.analysis_executor, reference_problem, reference, ls.settings
+    )
+    if problem is not None:  # nothing for a model to implement: refuse before any call
+        return fail(ls, f"{problem}; nothing was generated")
     compile_only = not ls.jobs.devices
     if optimize and compile_only:
         return fail(ls, "Optimizing needs a CUDA GPU to measure speed; none is visible here.")
@@ -321,12 +328,12 @@ def _summary_title(result: RunResult) -> str:
     if best is None:
         return f"stitch: no attempt accepted ({n} tried) — {result.stopped}"
     rub = f" · rubric {best.rubric_total}/20" if best.rubric_total is not None else ""
-    if best.verdict.status == "compiled":
-        head = "compiled, NOT verified (no GPU)"
-    else:
-        head = f"{best.verdict.speedup or 0:.2f}x over eager"
     name = Path(result.output).name if result.output else ""
-    return f"stitch: {head} · attempt {best.index}/{n}{rub}" + (f" → {name}" if name else "")
+    if best.verdict.status == "compiled":  # nothing was measured: no "k/n" that reads as a score
+        head = f"compiled, NOT verified (no GPU) · attempt {best.index}"
+    else:
+        head = f"{best.verdict.speedup or 0:.2f}x over eager · attempt {best.index}/{n}"
+    return f"stitch: {head}{rub}" + (f" → {name}" if name else "")
 
 
 # ---- helpers --------------------------------------------------------------------------------
