@@ -174,12 +174,23 @@ def output_file(path: Path, *, may_exist: bool = False) -> Path:
 
 
 def writable_folder(path: Path, what: str) -> Path:
-    """Create `path` (and parents) if needed and check it is writable, before a run."""
+    """Check before a run that `path` is a writable folder or can be created as one (its
+    nearest existing ancestor is a writable folder). Nothing is created here."""
     shown = display_path(path)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the {what} folder {shown}: {exc.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"the {what} folder {shown} is read-only")
+    probe = path
+    while not (probe.exists() or probe.is_symlink()):
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        why = (
+            "is not a folder"
+            if probe == path
+            else f"cannot be created: {display_path(probe)} is not a folder"
+        )
+        raise UsageError(f"the {what} folder {shown} {why}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"the {what} folder {shown} cannot be written: {display_path(probe)} is read-only"
+        )
     return path

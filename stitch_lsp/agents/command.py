@@ -138,13 +138,13 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         output_file(args.output)
     else:
         output_file(free_name(reference))
-    writable_folder(trajectories_folder(settings, reference.parent), "trajectories")
     kind = coder_kind(settings)
     if kind == "llm" and not settings.llm_base_url:
         raise UsageError("--coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL")
     problem = reference_problem(reference, settings)
     if problem is not None:
         raise UsageError(f"{problem}; nothing was generated")
+    writable_folder(trajectories_folder(settings, reference.parent), "trajectories")
     address = args.ray or settings.cluster
     if address:
         from stitch_lsp.cluster.use import join_for_run

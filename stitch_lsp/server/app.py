@@ -158,6 +158,7 @@ class StitchServer(LanguageServer):
         self.publish_count = 0
         self.exit_code = 0  # what `exit` asked for: 0 after `shutdown`, else 1
         self.watchdog: LoopWatchdog | None = None  # set when STITCH_LOOP_WATCHDOG is
+        self.torch_problem: str | None = None  # why the workers cannot use torch, if they cannot
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.cluster = ClusterLink()
         self._last_status: tuple[str, str, float | None] = ("idle", "", None)
@@ -475,7 +476,7 @@ class StitchServer(LanguageServer):
         if self._fixed_devices is not None:
             self.jobs.set_devices(self._fixed_devices)
             return
-        from stitch_lsp.server.devices import discover_gpus
+        from stitch_lsp.server.devices import discover_gpus, torch_missing
 
         loop = asyncio.get_running_loop()
         address = self.settings.cluster
@@ -504,7 +505,12 @@ class StitchServer(LanguageServer):
             await loop.run_in_executor(self.executor, self.cluster.leave)
             self.jobs.launcher = default_launcher()
         devices = await loop.run_in_executor(self.executor, discover_gpus, self.settings.device)
-        self.jobs.set_devices(devices)
+        # Every GPU job needs torch in the worker: without it, say so rather than "no GPU".
+        self.torch_problem = await loop.run_in_executor(
+            self.executor, torch_missing, self.settings.python_for_workers
+        )
+        self.jobs.unavailable = self.torch_problem
+        self.jobs.set_devices([] if self.torch_problem else devices)
 
     # ---- feature state and editor requests ---------------------------------------------------
 

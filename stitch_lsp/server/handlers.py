@@ -109,10 +109,14 @@ def register_handlers(server: StitchServer) -> None:
             f"stitch-lsp {ls.version} ready ({mode}); GPUs: {gpus}; "
             f"commands: {', '.join(enabled) or 'none'}"
         )
-        ls.send_status(
-            "idle",
-            "stitch-lsp ready" if ls.jobs.devices else "stitch-lsp ready (no GPU: analysis only)",
-        )
+        if ls.torch_problem:
+            ls.log(f"stitch-lsp: {ls.torch_problem}", lsp.MessageType.Warning)
+            ready = "stitch-lsp ready (torch is missing: analysis and builds only)"
+        elif ls.jobs.devices:
+            ready = "stitch-lsp ready"
+        else:
+            ready = "stitch-lsp ready (no GPU: analysis only)"
+        ls.send_status("idle", ready)
 
     @server.feature(lsp.SHUTDOWN)
     @guarded("shutdown")

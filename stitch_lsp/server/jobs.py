@@ -229,6 +229,8 @@ class JobScheduler:
         self._active: dict[JobKey, Job] = {}
         self._cache: OrderedDict[str, tuple[JobOutcome, frozenset[str]]] = OrderedDict()
         self._cache_size = cache_size
+        # Why no GPU job can run although GPUs may exist (torch missing for the workers).
+        self.unavailable: str | None = None
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -248,7 +250,9 @@ class JobScheduler:
             if self.devices:
                 self._enqueue(job)
             else:
-                self._finish(job, JobOutcome(JobState.no_gpu, message=no_gpu_message()))
+                self._finish(
+                    job, JobOutcome(JobState.no_gpu, message=self.unavailable or no_gpu_message())
+                )
 
     def submit(self, spec: JobSpec) -> Job:
         """Queue a job. Returns at once; `await job.wait()` for the outcome."""
@@ -269,7 +273,8 @@ class JobScheduler:
             self._finish(job, JobOutcome(JobState.untrusted, message=message))
             return job
         if spec.needs_gpu and not self.devices:
-            self._finish(job, JobOutcome(JobState.no_gpu, message=no_gpu_message()))
+            message = self.unavailable or no_gpu_message()
+            self._finish(job, JobOutcome(JobState.no_gpu, message=message))
             return job
         self._active[spec.key] = job
         if spec.needs_gpu:

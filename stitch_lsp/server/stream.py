@@ -50,6 +50,7 @@ MAX_LOGGED = 50
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+SERVER_NOT_INITIALIZED = -32002
 
 _HEADER = re.compile(rb"Content-Length:[ \t]*(\d+)[ \t]*\r?$", re.IGNORECASE)
 _OTHER_HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:[^\r\n]*\r?$")
@@ -295,6 +296,14 @@ class StreamServer:
             if is_request:
                 self.send_error(raw["id"], INVALID_REQUEST, "Invalid Request: method")
             self.report("ignored a message whose method is not a string")
+            return
+        if (
+            is_request
+            and method != lsp.INITIALIZE
+            and not getattr(self.protocol, "initialize_seen", True)
+        ):
+            # Nothing is read from a request before initialize, not even its params.
+            self.send_error(raw["id"], SERVER_NOT_INITIALIZED, "the server is not initialized yet")
             return
         try:
             message = self.protocol.structure_message(raw)

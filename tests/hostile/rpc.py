@@ -3,6 +3,7 @@ framing included) and reads framed replies, so the fuzzer sees exactly what an e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -109,9 +110,7 @@ class RawServer:
             self.seen.append(msg)
 
     def response(self, msg_id: Any, timeout: float = 20.0) -> dict[str, Any]:
-        return self.wait_for(
-            lambda m: m.get("id") == msg_id and "method" not in m, timeout=timeout
-        )
+        return self.wait_for(lambda m: m.get("id") == msg_id and "method" not in m, timeout=timeout)
 
     def call(self, method: str, params: Any = None, timeout: float = 20.0) -> dict[str, Any]:
         return self.response(self.request(method, params), timeout)
@@ -169,7 +168,5 @@ class RawServer:
         finally:
             for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 if f is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         f.close()
-                    except OSError:
-                        pass
