@@ -126,6 +126,11 @@ def load_report(path: str | Path, ncu_path: str | None = None) -> ProfileReport:
 
 
 def _first_line(exc: BaseException) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        fields = sorted({str(e["loc"][0]) for e in exc.errors() if e.get("loc")})
+        return f"no valid value for {', '.join(fields) or 'its fields'}"
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0][:120]}" if lines else type(exc).__name__
 

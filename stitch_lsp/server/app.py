@@ -181,12 +181,10 @@ class StitchServer(LanguageServer):
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve LSP on stdio through our own framing (`stream.py`); `exit_code` says how `exit`
         ended it."""
-        from pygls.io_ import StdoutWriter
-
-        from stitch_lsp.server.stream import StreamServer
+        from stitch_lsp.server.stream import OutputWriter, StreamServer
 
         self._stop_event = threading.Event()
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        self.protocol.set_writer(OutputWriter(stdout or sys.stdout.buffer))
         reader = StreamServer(self.protocol, self._stop_event)
         self.watchdog = LoopWatchdog.from_env(lambda: reader.last_method)
 
@@ -453,16 +451,25 @@ class StitchServer(LanguageServer):
                 roots.append(path)
         return roots
 
-    def warm_up(self) -> None:
+    async def warm_up(self) -> None:
         """Load the grammars and compile the queries now, so the first didOpen is not the one
-        that pays for it (about 0.1 s)."""
-        from stitch_lsp.analysis import Document, analyze
+        that pays for it (about 0.3 s in all).
 
+        One query at a time on the loop, yielding in between: compiling a query is one C call
+        that holds the GIL (20-70 ms for a CUDA query), so a worker thread would block the
+        loop just the same, and all seven at once would block it for the whole 0.3 s."""
+        from stitch_lsp.analysis import Document, analyze, grammars
+
+        for name in ("python", "cuda"):
+            for scm in sorted((grammars.grammars_dir() / name).glob("*.scm")):
+                grammars.query(name, scm.stem)  # type: ignore[arg-type]
+                await asyncio.sleep(0)
         py = (
             "from torch.utils.cpp_extension import load_inline\n"
             'src = r"""\n__global__ void k() {}\n"""\n'
         )
         analyze(Document("untitled:warm-up.py", py, "python"), self.settings)
+        await asyncio.sleep(0)
         analyze(
             Document("untitled:warm-up.cu", "__global__ void k() {}\n", "cuda-cpp"), self.settings
         )

@@ -95,8 +95,8 @@ def register_handlers(server: StitchServer) -> None:
         ls.show_settings_report(ls.startup_report)
         await _pull_configuration(ls)
         await _register_dynamic_capabilities(ls)
-        try:  # in a thread: compiling the queries would hold the loop for a tenth of a second
-            await asyncio.get_running_loop().run_in_executor(ls.analysis_executor, ls.warm_up)
+        try:
+            await ls.warm_up()
         except Exception as exc:
             ls.report_error("warming up the analysis", exc)
         # Everything loaded so far lives as long as the server: keep it out of GC passes.

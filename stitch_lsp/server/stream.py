@@ -23,6 +23,7 @@ the event loop, which never blocks on them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -55,6 +56,30 @@ SERVER_NOT_INITIALIZED = -32002
 _HEADER = re.compile(rb"Content-Length:[ \t]*(\d+)[ \t]*\r?$", re.IGNORECASE)
 _OTHER_HEADER = re.compile(rb"^[A-Za-z][A-Za-z0-9-]*:[^\r\n]*\r?$")
 _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+
+
+class OutputWriter:
+    """stdout for pygls: after `exit` closed it (or the client went away), later messages (a
+    log line from a task being cancelled on the way out) are dropped, not raised as errors."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError, ValueError):
+            self._stream.close()
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            self._stream.write(data)
+            self._stream.flush()
+        except (OSError, ValueError):  # a broken pipe, or closed underneath us
+            self.closed = True
+            log.info("the client's end of stdout is gone; output stops here")
 
 
 class ChunkSource:

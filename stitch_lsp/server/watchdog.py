@@ -4,12 +4,14 @@ late it wakes up.
 Anything that holds the loop (a parse, a disk read, a sync handler) shows as lateness. The
 server starts it when `STITCH_LOOP_WATCHDOG` is set (the test suite and the benchmarks set it);
 `stitch/debugInfo` reports it, and with `STITCH_LOOP_REPORT=FILE` the server appends its figures
-to FILE as one JSON line when it exits, so a whole test run can be summed up.
+to FILE as one JSON line when it exits, so a whole test run can be summed up. With
+`STITCH_LOOP_TRACE=1` a block of 100 ms prints every thread's stack to stderr as it happens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import json
 import os
@@ -51,9 +53,14 @@ class LoopWatchdog:
             self.gc_max_ms = max(self.gc_max_ms, (time.perf_counter() - self._gc_started) * 1e3)
 
     async def _run(self) -> None:
+        # STITCH_LOOP_TRACE=1: when the loop misses its next wake-up by 100 ms, faulthandler
+        # (a C thread, which needs no GIL) prints every thread's stack to stderr: the culprit.
+        trace = bool(os.environ.get("STITCH_LOOP_TRACE"))
         while True:
             before = self.current()
             t0 = time.perf_counter()
+            if trace:
+                faulthandler.dump_traceback_later(PERIOD_S + 0.1, file=sys.stderr)
             await asyncio.sleep(PERIOD_S)
             late_ms = (time.perf_counter() - t0 - PERIOD_S) * 1000.0
             self.samples += 1
