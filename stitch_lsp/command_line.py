@@ -125,6 +125,8 @@ def load_settings(**overrides: Any) -> Any:
             where = f"{env}={os.environ[env]!r}" if env in os.environ else name
             problems.append(f"{where}: {err.get('msg', 'invalid')}")
         raise UsageError("invalid setting: " + "; ".join(problems)) from None
+    except ValueError as exc:  # a settings layer that names the variable itself
+        raise UsageError(f"invalid setting: {' '.join(str(exc).split())}") from None
 
 
 def why_unreadable(path: Path) -> str | None:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from concurrent.futures import Future
 from typing import Any
@@ -55,9 +56,7 @@ class GuardedProtocol(LanguageServerProtocol):
         if future is None:
             return
 
-        def forget(done: Any, msg_id: Any = msg_id) -> None:
-            # pygls files every handler's future under an id and removes only those it answers:
-            # each notification (didOpen, didChange, ...) left two behind, for good.
+        def drop(done: Any, msg_id: Any = msg_id) -> None:
             if self._request_futures.get(msg_id) is done:
                 del self._request_futures[msg_id]
             inner = self._inner.get(outer)
@@ -65,6 +64,15 @@ class GuardedProtocol(LanguageServerProtocol):
                 inner.remove(done)
                 if not inner:
                     del self._inner[outer]
+
+        def forget(done: Any) -> None:
+            # pygls files every handler's future under an id and removes only those it answers:
+            # each notification (didOpen, didChange, ...) left two behind, for good. Dropped on
+            # the next loop turn: `shutdown` cancels these futures while iterating the dict.
+            try:
+                asyncio.get_running_loop().call_soon(drop, done)
+            except RuntimeError:  # no loop here (a thread): nothing iterates the dict now
+                drop(done)
 
         if outer is not None and outer != msg_id:
             self._inner.setdefault(outer, []).append(future)

@@ -80,6 +80,7 @@ ROWS = [
     row("hints truncated report", "hints truncated.ncu-rep", 2, "damaged or truncated"),
     row("hints empty report", "hints empty.ncu-rep", 2, "no profiled kernels"),
     row("hints bad --map", "hints truncated.ncu-rep --map nonsense", 2, "--map"),
+    row("hints a good report", "hints good.ncu-rep", 0),
     row("hints --map to a fifo", "hints truncated.ncu-rep --map a=fifo.py", 2, "FIFO"),
     row("generate missing", "generate missing.py", 2, "no such file", **NOTHING),
     row("generate fifo", "generate fifo.py", 2, "FIFO", **NOTHING),
@@ -134,6 +135,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     blobs = dict(variants(REPORT.read_bytes()))
     (root / "truncated.ncu-rep").write_bytes(blobs["truncated-50pct"])
     (root / "empty.ncu-rep").write_bytes(b"")
+    shutil.copy(REPORT, root / "good.ncu-rep")
     traj = root / "traj"
     traj.mkdir()
     (traj / "bad.jsonl").write_bytes(b'{"schema": "x"}\n\xff\xfe not utf-8\n')
@@ -200,6 +202,18 @@ def test_read_only_folders_are_refused_before_the_run(workspace: Path, tmp_path:
         assert proc.returncode == 2 and "read-only" in proc.stderr
     finally:
         ro.chmod(0o755)
+
+
+def test_read_only_outputs_are_refused_whoever_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The same check as the skipped test above, for root too: os.access says read-only."""
+    from stitch_lsp.command_line import UsageError, output_file, writable_folder
+
+    monkeypatch.setattr(os, "access", lambda *_a, **_k: False)
+    with pytest.raises(UsageError, match="read-only"):
+        output_file(tmp_path / "out.py")
+    with pytest.raises(UsageError, match="read-only"):
+        writable_folder(tmp_path / "traj" / "deeper", "trajectories")
+    assert not (tmp_path / "traj").exists()  # checked, not created
 
 
 def test_non_utf8_names_survive_json(workspace: Path) -> None:

@@ -110,6 +110,16 @@ def test_exit_right_after_shutdown_without_waiting_is_0(server: RawServer, tmp_p
     assert server.proc.wait(15) == 0
 
 
+def test_shutdown_while_still_starting_up(server: RawServer, tmp_path: Path) -> None:
+    """`initialized` is still at work (devices, warm-up) when `shutdown` cancels it: the reply
+    is null, not an internal error, and `exit` then ends with 0."""
+    server.call("initialize", {"processId": None, "rootUri": tmp_path.as_uri(), "capabilities": {}})
+    server.notify("initialized", {})
+    assert server.call("shutdown") == {"id": server._next_id, "jsonrpc": "2.0", "result": None}
+    server.notify("exit")
+    assert server.proc.wait(15) == 0
+
+
 def test_end_of_input_ends_the_server(server: RawServer, tmp_path: Path) -> None:
     ready(server, tmp_path)
     assert server.proc.stdin is not None
