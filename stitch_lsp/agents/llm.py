@@ -18,11 +18,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import openai
+from typing import TYPE_CHECKING, Any, Literal
 
 from stitch_lsp.config import Settings
+
+if TYPE_CHECKING:  # imported where a request is made: the builtin coder never needs it, and
+    import openai  # its import (1-2 s) held the language server's event loop
 
 FailureKind = Literal[
     "unreachable", "timeout", "http", "auth", "truncated", "malformed", "config", "cancelled"
@@ -128,6 +129,8 @@ class ChatClient:
     def _interruptible(self, messages: list[dict[str, str]], timeout_s: float) -> ChatReply:
         """One request in a daemon thread, so that a cancel or the deadline returns at once;
         the request's own connection is then closed, which ends it."""
+        import openai
+
         box: dict[str, object] = {}
         done = threading.Event()
         client = openai.OpenAI(
@@ -165,6 +168,8 @@ class ChatClient:
         return box["reply"]  # type: ignore[return-value]
 
     def _once(self, client: openai.OpenAI, messages: list[dict[str, str]]) -> ChatReply:
+        import openai
+
         s = self.settings
         try:
             resp = client.chat.completions.create(

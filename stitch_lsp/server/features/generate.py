@@ -157,14 +157,16 @@ async def run_generation(
     out_dir = generated_file_folder(reference, path, roots)
 
     async def run(ctx: JobContext) -> RunResult:
-        from stitch_lsp.agents.runner import build_loop
-
         loop = asyncio.get_running_loop()
 
         def progress(message: str) -> None:
             loop.call_soon_threadsafe(ctx.report, message)
 
         def blocking() -> RunResult:
+            # Imported here, in the job's thread: the agents pull in openai, whose import took
+            # 1.8 s and, on the event loop, was its longest block.
+            from stitch_lsp.agents.runner import build_loop
+
             gl = build_loop(reference, settings, compile_only=compile_only, root=root,
                             reference_label=label, cancel=ctx.cancel_event, progress=progress,
                             device=ctx.device, trajectories=trajectories)  # fmt: skip
