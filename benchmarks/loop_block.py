@@ -1,6 +1,7 @@
 """The longest the language server's event loop was blocked, over a whole test run.
 
-Every server the tests start runs the loop watchdog (`STITCH_LOOP_WATCHDOG`: a task that sleeps
+Serving (after `initialized`) and start-up are reported apart. Every server the tests start runs
+the loop watchdog (`STITCH_LOOP_WATCHDOG`: a task that sleeps
 20 ms and measures how late it wakes) and appends its figures to `STITCH_LOOP_REPORT` at exit.
 This runs the chosen tests with both set and prints the worst servers: the longest block, the
 test that started the server, the LSP message handled last before it, and how many wake-ups came
@@ -50,18 +51,21 @@ def main() -> int:
     rows.sort(key=lambda r: r.get("maxLagMs") or 0.0, reverse=True)
     print(f"pytest {' '.join(args.tests)}: {tail[0]} in {seconds:.0f} s")
     print(f"{len(rows)} server(s); load average before {load_before}, after {os.getloadavg()}")
-    print(f"{'max ms':>8} {'>100ms':>6} {'gc ms':>6}  during / test")
+    print(f"{'max ms':>8} {'>100ms':>6} {'gc ms':>6} {'start ms':>8}  during / test")
     for r in rows[: args.top]:
         test = (r.get("test") or "?").split(" ")[0]
         print(
-            f"{r.get('maxLagMs', 0):8.1f} {r.get('over100ms', 0):6d} {r.get('gcMaxMs', 0):6.1f}  "
-            f"{r.get('worstDuring')} / {test}"
+            f"{r.get('maxLagMs', 0):8.1f} {r.get('over100ms', 0):6d} {r.get('gcMaxMs', 0):6.1f} "
+            f"{r.get('startupMaxLagMs', 0):8.1f}  {r.get('worstDuring')} / {test}"
         )
+    starts = sorted((r.get("startupMaxLagMs") or 0.0 for r in rows), reverse=True)
+    print(f"start-up (until initialized is done), longest: {starts[0] if starts else '-'} ms")
     summary = {
         "tests": args.tests,
         "pytest": tail[0],
         "servers": len(rows),
         "max_lag_ms": rows[0]["maxLagMs"] if rows else None,
+        "startup_max_lag_ms": max((r.get("startupMaxLagMs") or 0.0 for r in rows), default=None),
         "servers_over_100ms": sum(1 for r in rows if (r.get("maxLagMs") or 0) > 100),
         "wakeups_over_100ms": sum(r.get("over100ms") or 0 for r in rows),
         "worst": rows[: args.top],

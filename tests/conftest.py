@@ -48,11 +48,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     worst = max(rows, key=lambda r: r.get("maxLagMs") or 0.0)
     over = sum(r.get("over100ms") or 0 for r in rows)
+    start = max(r.get("startupMaxLagMs") or 0.0 for r in rows)
     test = (worst.get("test") or "?").split(" ")[0]
     terminalreporter.write_line(
-        f"stitch-lsp event loop: longest block {worst.get('maxLagMs')} ms over "
+        f"stitch-lsp event loop: longest block while serving {worst.get('maxLagMs')} ms over "
         f"{len(rows)} server(s), in {test} (during {worst.get('worstDuring')}); "
-        f"{over} wake-up(s) later than 100 ms"
+        f"{over} wake-up(s) later than 100 ms; longest at start-up {start} ms"
     )
 
 

@@ -117,6 +117,8 @@ def register_handlers(server: StitchServer) -> None:
         else:
             ready = "stitch-lsp ready (no GPU: analysis only)"
         ls.send_status("idle", ready)
+        if ls.watchdog is not None:
+            ls.watchdog.ready()
 
     @server.feature(lsp.SHUTDOWN)
     @guarded("shutdown")
