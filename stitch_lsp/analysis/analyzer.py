@@ -88,7 +88,7 @@ def _analyze(doc: Document, max_bytes: int, dtype: str = "auto") -> Analysis:
             else:
                 _analyze_cuda_file(doc, result, diags)
         except ParseTimeout as exc:
-            result = Analysis(uri=doc.uri, language=lang, version=doc.version)  # type: ignore[arg-type]
+            result = Analysis(uri=doc.uri, language=lang, version=doc.version)
             result.skipped = str(exc)
             diags = [d for d in diags if d.rule_id == "encoding"]
             diags.append(

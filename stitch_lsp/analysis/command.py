@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from stitch_lsp.command_line import add_format
@@ -70,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if report.has_errors else 0
 
 
-def _missing(path: Path, why_unreadable) -> str | None:  # type: ignore[no-untyped-def]
+def _missing(path: Path, why_unreadable: Callable[[Path], str | None]) -> str | None:
     """Why a path given on the command line cannot be checked (a folder is fine)."""
     if path.is_dir():
         return None

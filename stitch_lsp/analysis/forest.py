@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from math import isqrt
 
-from tree_sitter import Node, Parser, Range, Tree
+from tree_sitter import Node, Range, Tree
 
+from stitch_lsp.analysis.grammars import BudgetParser
 from stitch_lsp.analysis.text_index import LineIndex, Point
 
 # Run size: re-parsing a run costs about its length; moving the runs after an edit costs
@@ -79,7 +80,7 @@ class StatementForest:
     """The syntax of one Python text as a list of run trees; see the module docstring."""
 
     def __init__(
-        self, parser: Parser, data: bytes, index: LineIndex, run_bytes: int | None = None
+        self, parser: BudgetParser, data: bytes, index: LineIndex, run_bytes: int | None = None
     ) -> None:
         self._parser = parser
         self._run_bytes = run_bytes  # fixed run size, for tests; None sizes runs by the file

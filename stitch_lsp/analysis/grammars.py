@@ -19,7 +19,7 @@ from typing import Literal
 
 import tree_sitter_cuda
 import tree_sitter_python
-from tree_sitter import Language, Node, Parser, Query, QueryCursor, Range, Tree
+from tree_sitter import Language, Node, Parser, Point, Query, QueryCursor, Range, Tree
 
 LanguageName = Literal["python", "cuda"]
 
@@ -81,9 +81,11 @@ class BudgetParser:
         self._parser.included_ranges = ranges
 
     def parse(self, data: bytes, old_tree: Tree | None = None) -> Tree:
-        extra = {} if old_tree is None else {"old_tree": old_tree}
         if len(data) < STREAM_BYTES:
-            return self._parser.parse(data, **extra)
+            # old_tree=None is refused at run time: leave the argument out instead.
+            if old_tree is None:
+                return self._parser.parse(data)
+            return self._parser.parse(data, old_tree)
         deadline = self.deadline
         reader = _ChunkReader(data)
 
@@ -91,7 +93,10 @@ class BudgetParser:
             return deadline is not None and time.monotonic() > deadline
 
         try:
-            tree = self._parser.parse(reader, progress_callback=stop, **extra)
+            if old_tree is None:
+                tree = self._parser.parse(reader, progress_callback=stop)
+            else:
+                tree = self._parser.parse(reader, old_tree, progress_callback=stop)
         except ValueError as exc:  # "Parsing failed": the progress callback stopped it
             if deadline is not None and time.monotonic() > deadline:
                 raise ParseTimeout(
@@ -117,7 +122,7 @@ class _ChunkReader:
         self.data = data
         self.chunk = STREAM_BYTES
 
-    def __call__(self, offset: int, _point: object) -> bytes:
+    def __call__(self, offset: int, _point: Point) -> bytes:
         return self.data[offset : offset + self.chunk]
 
 

@@ -462,7 +462,7 @@ class StitchServer(LanguageServer):
 
         for name in ("python", "cuda"):
             for scm in sorted((grammars.grammars_dir() / name).glob("*.scm")):
-                grammars.query(name, scm.stem)  # type: ignore[arg-type]
+                grammars.query(name, scm.stem)
                 await asyncio.sleep(0)
         py = (
             "from torch.utils.cpp_extension import load_inline\n"

@@ -109,7 +109,7 @@ class OpenDocument:
                 from stitch_lsp.analysis.model import Analysis as Empty
 
                 lang = self.doc.grammar or "other"
-                empty = Empty(uri=self.uri, language=lang, version=self.version)  # type: ignore[arg-type]
+                empty = Empty(uri=self.uri, language=lang, version=self.version)
                 empty.skipped = "the analysis of this large file is still running"
                 return empty
             return self._analysis
@@ -153,7 +153,8 @@ class OpenDocument:
                         self._running = None
                     if not fut.cancelled() and fut.exception() is None:
                         # Kept even when the text moved on: a stale outline beats none.
-                        self._store(*fut.result(), revision, settings)
+                        analysis, ms, cpu_ms = fut.result()
+                        self._store(analysis, ms, cpu_ms, revision, settings)
 
                 running.add_done_callback(finished)
             await asyncio.shield(self._running)

@@ -121,7 +121,7 @@ class GuardedProtocol(LanguageServerProtocol):
         super()._send_handler_result(future, msg_id=msg_id)
 
     @lsp_method(lsp.EXIT)
-    def lsp_exit(self, *args: Any):  # type: ignore[override]
+    def lsp_exit(self, *args: Any):
         # Exit code 0 once `shutdown` was received, even if its handler (which stops the jobs)
         # has not finished: a client need not wait for the reply.
         if self.shutdown_received:
@@ -129,7 +129,7 @@ class GuardedProtocol(LanguageServerProtocol):
         return (yield from super().lsp_exit(*args))
 
     @lsp_method(lsp.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):  # type: ignore[override]
+    def lsp_text_document__did_change(self, params: lsp.DidChangeTextDocumentParams):
         uri = params.text_document.uri
         if unquote(uri) not in self.workspace.text_documents:
             log.warning("ignored didChange for %s: the document is not open", uri)

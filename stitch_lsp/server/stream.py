@@ -97,6 +97,7 @@ class ChunkSource:
     def _pump(self) -> None:
         # The raw descriptor, not the buffered object: a thread blocked inside a BufferedReader
         # holds its lock, and the interpreter aborts at exit when it finds that lock taken.
+        read: Callable[[int], bytes]
         try:
             fd = self._stream.fileno()
 
