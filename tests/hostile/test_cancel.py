@@ -58,8 +58,9 @@ async def test_cancel_stops_generation(client: StitchClient, tmp_path: Path, pat
     ref = Path(shutil.copy(DATA / "scale_relu.py", tmp_path / "scale_relu.py"))
     with FakeOpenAI() as endpoint:
         endpoint.script.coder.extend([Fail(hang_s=60.0)] * 3)
-        settings = {"llmBaseUrl": endpoint.base_url, "llmTimeoutS": 120, "maxAttempts": 3}
-        await initialize(client, tmp_path, settings=settings, trusted=True)
+        settings = {"llmTimeoutS": 120, "maxAttempts": 3}
+        user = {"llmBaseUrl": endpoint.base_url}  # where code goes: a user-level setting only
+        await initialize(client, tmp_path, settings=settings, user_settings=user, trusted=True)
         uri = await open_file(client, ref)
         await wait_for_diagnostics(client, uri)
         params = lsp.ExecuteCommandParams(command="stitch.generate", arguments=[uri])

@@ -181,7 +181,7 @@ def test_a_damaged_report_gives_a_clean_message(server: RawServer, tmp_path: Pat
         timeout=120,
     )
     result = reply["result"]
-    assert result["ok"] is False and "damaged or truncated" in result["error"]
+    assert result["ok"] is False and "damaged or truncated" in result["message"]
     shown = server.wait_for(lambda m: m.get("method") == "window/showMessage", timeout=10)
     assert "Traceback" not in shown["params"]["message"]
     assert "validation error" not in shown["params"]["message"]
@@ -205,5 +205,54 @@ def test_without_torch_for_the_workers_the_editor_says_torch_is_missing(tmp_path
             timeout=10,
         )
         assert "pythonForWorkers" in log["params"]["message"]
+    finally:
+        srv.close()
+
+
+def test_a_workspace_full_of_shadowing_module_names_runs_nothing(tmp_path: Path) -> None:
+    """Started inside the workspace (as a plain stdio client starts it), untrusted: files named
+    like the modules the server and its workers import are never imported."""
+    marker = tmp_path / "EXECUTED"
+    payload = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for name in ("ncu_report.py", "json.py", "typing.py", "pydantic.py", "torch.py"):
+        (tmp_path / name).write_text(payload)
+    srv = RawServer(tmp_path)
+    try:
+        srv.call(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": tmp_path.as_uri(),
+                "capabilities": {},
+                "initializationOptions": {"trusted": False},
+            },
+        )
+        srv.notify("initialized", {})
+        srv.wait_for(lambda m: m.get("method") == "stitch/status", timeout=60)
+        uri = open_doc(srv, tmp_path / "small.py", SMALL)
+        diagnostics(srv, uri)
+        report = TESTS / "fixtures" / "ncu" / "relu_bias_full.ncu-rep"
+        reply = srv.call(
+            "workspace/executeCommand",
+            {"command": "stitch.showProfile", "arguments": [{"uri": uri, "report": str(report)}]},
+            timeout=120,
+        )
+        assert "result" in reply, reply
+    finally:
+        srv.close()
+    assert not marker.exists(), marker.read_text()
+
+
+def test_workspace_settings_that_point_outside_are_not_used(tmp_path: Path) -> None:
+    srv = RawServer(tmp_path)
+    try:
+        srv.initialize(
+            tmp_path,
+            {"llmBaseUrl": "http://attacker.invalid/v1", "llmApiKeyEnv": "AWS_SECRET_ACCESS_KEY"},
+        )
+        srv.wait_for(lambda m: m.get("method") == "stitch/status", timeout=60)
+        settings = srv.call("stitch/debugInfo", {})["result"]["settings"]
+        assert settings["llmBaseUrl"] != "http://attacker.invalid/v1"
+        assert settings["llmApiKeyEnv"] != "AWS_SECRET_ACCESS_KEY"
     finally:
         srv.close()
