@@ -316,7 +316,7 @@ class StreamServer:
                 self.send_error(raw["id"], INVALID_REQUEST, "Invalid Request: not JSON-RPC 2.0")
             return
         method = raw.get("method")
-        self.last_method = method if isinstance(method, str) else None
+        self.last_method = method if isinstance(method, str) else "a reply from the client"
         is_request = "id" in raw and method is not None
         if method is not None and not isinstance(method, str):
             if is_request:
