@@ -637,7 +637,7 @@ class GenerationLoop:
         assert built is not None
         v = built.verdict
         if v.status == "compiled":
-            raise _Stop("target_met")  # nothing more can be learnt without a GPU
+            raise _Stop("compiled")  # built, nothing measured: nothing more to learn
         left = stitch is not None and bool(stitch.in_pytorch)
         if (v.speedup or 0.0) >= self.target and not left:
             raise _Stop("target_met")
