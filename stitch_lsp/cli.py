@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Modules that define subcommands, in the order `--help` lists them.
@@ -25,8 +26,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     from stitch_lsp import __version__
+    from stitch_lsp.command_line import CommandParser
 
-    parser = argparse.ArgumentParser(prog="stitch-lsp", description=__doc__.splitlines()[0])
+    parser = CommandParser(prog="stitch-lsp", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"stitch-lsp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -35,16 +37,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from stitch_lsp.command_line import CommandParser, UsageError, report_error, wants_json
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    CommandParser.argv = argv
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a bad argument (already reported)
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    as_json = getattr(args, "format", None) == "json" or wants_json(argv)
     try:
         return int(args.func(args) or 0)
+    except UsageError as exc:
+        report_error(f"stitch-lsp {args.command}: {exc}", as_json)
+        return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        report_error("interrupted", as_json)
         return 130
+    except Exception as exc:
+        if os.environ.get("STITCH_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        report_error(
+            f"stitch-lsp {args.command}: internal error: {type(exc).__name__}: {first} "
+            "(STITCH_DEBUG=1 shows the traceback)",
+            as_json,
+        )
+        return 1
 
 
 if __name__ == "__main__":

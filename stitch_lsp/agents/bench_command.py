@@ -10,6 +10,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stitch_lsp.command_line import int_range
+
 if TYPE_CHECKING:
     from stitch_lsp.agents.bench import BenchReport, BenchRow
     from stitch_lsp.config import Settings
@@ -22,9 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("folder", help="a folder of problems, or one that holds level1/, level2/, ...")
     p.add_argument("--level", type=int, help="use FOLDER/levelN when it exists")
     p.add_argument("--coder", choices=("builtin", "llm"), default="builtin")
-    p.add_argument("--limit", type=int, help="only the first K problems (by problem number)")
+    p.add_argument(
+        "--limit", type=int_range(1), help="only the first K problems (by problem number)"
+    )
     p.add_argument("--only", help="comma-separated problem numbers or name fragments to run")
-    p.add_argument("--json", dest="json_out", help="write the table as JSON here")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: print the report as JSON on stdout (the table goes to stderr)",
+    )
+    p.add_argument("--json", dest="json_out", help="write the report as JSON to this file")
     p.add_argument("--markdown", help="write the table as Markdown here (default: JSON's .md)")
     p.add_argument("--out", help="folder for the candidates (default: .stitch/bench/<coder>)")
     p.add_argument("--devices", help="GPUs to use, e.g. cuda:0,cuda:1 (default: every visible)")
@@ -58,37 +68,53 @@ def _select(files: list[Path], only: str | None) -> list[Path]:
 
 def _run(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.bench import problem_files
-    from stitch_lsp.config import Settings
+    from stitch_lsp.analysis.files import display_path
+    from stitch_lsp.command_line import UsageError, emit_json, load_settings, writable_folder
     from stitch_lsp.verify import visible_gpus
 
+    as_json = args.format == "json"
     folder = Path(args.folder)
     if not folder.is_dir():
-        print(f"stitch-lsp bench: {folder}: no such folder", file=sys.stderr)
-        return 2
+        raise UsageError(f"{display_path(folder)}: no such folder")
     files = _select(problem_files(folder, args.level, None), args.only)
     if args.limit:
         files = files[: args.limit]
     if not files:
-        print(f"stitch-lsp bench: no problems found in {folder}", file=sys.stderr)
-        return 2
-    settings = Settings.from_sources()
+        raise UsageError(f"no problems found in {display_path(folder)}")
+    settings = load_settings()
+    for path in _output_paths(args):  # found before hours of work, not after
+        writable_folder(path.parent if str(path.parent) else Path("."), "output")
+    note = sys.stderr if as_json else sys.stdout
     with ExitStack() as stack:
         address = args.ray or settings.cluster
         if address:
             from stitch_lsp.cluster.use import join_for_run
 
             devices = join_for_run(stack, address, "stitch-lsp bench")
-            if devices is None:
+            if devices is None:  # it said why on stderr
+                if as_json:
+                    emit_json({"error": f"the cluster at {address} cannot be used"})
                 return 2
             if not devices:
-                print("The cluster has no GPU: candidates are generated, not verified.")
+                print("The cluster has no GPU: candidates are generated, not verified.", file=note)
         else:
             devices = (
                 [d.strip() for d in args.devices.split(",")] if args.devices else visible_gpus()
             )
             if not devices:
-                print("No CUDA GPU visible: candidates are generated, not verified.")
+                print("No CUDA GPU visible: candidates are generated, not verified.", file=note)
         return _bench(args, folder, files, settings, devices)
+
+
+def _output_paths(args: argparse.Namespace) -> list[Path]:
+    """(JSON file, Markdown file) the report goes to, where asked for."""
+    json_path = Path(args.json_out) if args.json_out else None
+    md_path = (
+        Path(args.markdown)
+        if args.markdown
+        else (json_path.with_suffix(".md") if json_path else None)
+    )
+    return [p for p in (json_path, md_path) if p is not None]
 
 
 def _bench(
@@ -104,7 +130,9 @@ def _bench(
         summarise,
         write_outputs,
     )
+    from stitch_lsp.command_line import emit_json
 
+    as_json = args.format == "json"
     out_dir = Path(args.out or Path(".stitch") / "bench" / args.coder)
     json_path = Path(args.json_out) if args.json_out else None
     md_path = (
@@ -127,7 +155,7 @@ def _bench(
     def save_partial(rows: list[BenchRow]) -> None:
         write_outputs(report_of(rows), json_path, md_path)
 
-    with _progress(len(files)) as (generated, verified):
+    with _progress(len(files), to_stderr=as_json) as (generated, verified):
         rows = run_bench(
             files,
             settings,
@@ -140,17 +168,22 @@ def _bench(
             extra_baselines=not args.no_extra_baselines,
         )
     report = report_of(rows)
-    _print_table(report)
+    _print_table(report, to_stderr=as_json)
     write_outputs(report, json_path, md_path)
     if json_path:
-        print(f"wrote {json_path}" + (f" and {md_path}" if md_path else ""))
+        print(
+            f"wrote {json_path}" + (f" and {md_path}" if md_path else ""),
+            file=sys.stderr if as_json else sys.stdout,
+        )
+    if as_json:
+        emit_json({"diagnostics": [], **report.model_dump(mode="json")})
     incorrect = [r for r in rows if r.handled and r.status and not r.correct]
     return 1 if incorrect and devices else 0
 
 
 @contextmanager
 def _progress(
-    total: int,
+    total: int, to_stderr: bool = False
 ) -> Iterator[tuple[Callable[[BenchRow], None], Callable[[BenchRow], None]]]:
     """A rich progress bar, or plain lines where rich is not installed (bare GPU machines)."""
     try:
@@ -162,17 +195,24 @@ def _progress(
             TimeElapsedColumn,
         )
     except ImportError:
+        out = sys.stderr if to_stderr else sys.stdout
 
         def gen_line(row: BenchRow) -> None:
-            print(f"generated {row.problem}: {'handled' if row.handled else row.reason}")
+            print(f"generated {row.problem}: {'handled' if row.handled else row.reason}", file=out)
 
         def ver_line(row: BenchRow) -> None:
-            print(f"verified {row.problem}: {row.status} {row.speedup_vs_eager or ''}")
+            print(f"verified {row.problem}: {row.status} {row.speedup_vs_eager or ''}", file=out)
 
         yield gen_line, ver_line
         return
+    from rich.console import Console
+
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=to_stderr),
     ) as progress:
         gen = progress.add_task("generate", total=total)
         ver = progress.add_task("verify", total=None)
@@ -191,7 +231,7 @@ def _progress(
         yield generated, verified
 
 
-def _print_table(report: BenchReport) -> None:
+def _print_table(report: BenchReport, to_stderr: bool = False) -> None:
     from stitch_lsp.agents.bench import markdown
 
     s = report.summary
@@ -213,7 +253,7 @@ def _print_table(report: BenchReport) -> None:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
-        print(markdown(report))
+        print(markdown(report), file=sys.stderr if to_stderr else sys.stdout)
         return
     table = Table(title=f"stitch-lsp bench ({report.coder})")
     extra = any(r.speedup_vs_best is not None for r in report.rows)
@@ -239,6 +279,6 @@ def _print_table(report: BenchReport) -> None:
             best = f"{x(r.speedup_vs_best)} ({r.best_baseline})" if r.speedup_vs_best else "-"
             cells += [x(r.speedup_vs_graph), x(r.speedup_vs_compile_ro), best]
         table.add_row(*cells, note)
-    console = Console()
+    console = Console(stderr=to_stderr)
     console.print(table)
     console.print(line)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stitch_lsp.models.agents import Attempt, RunResult
 
+from stitch_lsp.command_line import add_format, int_range, positive_float
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -39,8 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     p.add_argument("--model", help="model name sent to the endpoint")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--max-attempts", type=int, help="attempt budget (default 5)")
-    p.add_argument("--target-speedup", type=float, help="stop once this speedup is reached")
+    p.add_argument(
+        "--max-attempts", type=int_range(1, 50), help="attempt budget, 1 to 50 (default 5)"
+    )
+    p.add_argument(
+        "--target-speedup", type=positive_float, help="stop once this speedup is reached"
+    )
     p.add_argument(
         "--verify",
         choices=("auto", "full", "compile"),
@@ -77,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="write the result as a torch load_inline file that needs no stitch-lsp (its "
         "runtime helpers inlined; it builds slower: torch's headers are compiled)",
     )
-    p.add_argument("--json", action="store_true", help="print the run result as JSON at the end")
+    add_format(p)
     p.set_defaults(func=_generate)
 
     e = sub.add_parser("export-trajectories", help="collect attempt records into one JSONL file")
@@ -107,22 +113,23 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from rich.markup import escape
 
     from stitch_lsp.agents.output import free_name, with_header, write_new
-    from stitch_lsp.agents.runner import build_loop, coder_kind
-    from stitch_lsp.config import Settings
+    from stitch_lsp.agents.reference_check import reference_problem
+    from stitch_lsp.agents.runner import build_loop, coder_kind, trajectories_folder
+    from stitch_lsp.analysis.files import display_path
+    from stitch_lsp.command_line import (
+        UsageError,
+        emit_json,
+        input_file,
+        load_settings,
+        output_file,
+        writable_folder,
+    )
     from stitch_lsp.server.devices import discover_gpus, no_gpu_message
 
+    as_json = args.format == "json"
     console = Console(stderr=True, highlight=False)
-    reference: Path = args.reference.resolve()
-    if not reference.is_file():
-        console.print(f"[red]error:[/] no such file: {args.reference}")
-        return 2
-    if args.output is not None and args.output.exists():
-        console.print(
-            f"[red]error:[/] {args.output} already exists; stitch-lsp never overwrites a file. "
-            "Choose another -o, or leave -o out to get a free name."
-        )
-        return 2
-    settings = Settings.from_sources(
+    reference: Path = input_file(args.reference, "reference").resolve()
+    settings = load_settings(
         coder=args.coder,
         llm_base_url=args.base_url,
         llm_model=args.model,
@@ -132,18 +139,26 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         device=args.device,
         trajectories_dir=args.trajectories_dir,
     )
+    # Everything that can be wrong with the inputs and outputs is found before the run.
+    if args.output is not None:
+        output_file(args.output)
+    else:
+        output_file(free_name(reference))
     kind = coder_kind(settings)
     if kind == "llm" and not settings.llm_base_url:
-        console.print(
-            "[red]error:[/] --coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL"
-        )
-        return 2
+        raise UsageError("--coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL")
+    problem = reference_problem(reference, settings)
+    if problem is not None:
+        raise UsageError(f"{problem}; nothing was generated")
+    writable_folder(trajectories_folder(settings, reference.parent), "trajectories")
     address = args.ray or settings.cluster
     if address:
         from stitch_lsp.cluster.use import join_for_run
 
         slots = join_for_run(stack, address, "stitch-lsp generate")
-        if slots is None:
+        if slots is None:  # it said why on stderr
+            if as_json:
+                emit_json({"error": f"the cluster at {address} cannot be used"})
             return 2
         gpus, no_gpu = slots, "The cluster has no GPU."
     else:
@@ -152,18 +167,16 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         args.verify = "full" if gpus else "compile"
         if args.verify == "compile":
             console.print(
-                f"[yellow]note:[/] {no_gpu} Verifying by compile only: "
+                f"[yellow]note:[/] {escape(no_gpu)} Verifying by compile only: "
                 "correctness and speed will NOT be checked.",
                 soft_wrap=True,  # one line: a flag is never split across two
             )
     compile_only = args.verify == "compile"
     if not compile_only and not gpus:
-        console.print(
-            f"[red]error:[/] {no_gpu} Use --verify compile to build and check "
-            "statically without one (correctness and speed are then not verified).",
-            soft_wrap=True,
+        raise UsageError(
+            f"{no_gpu} Use --verify compile to build and check statically without "
+            "one (correctness and speed are then not verified)."
         )
-        return 2
 
     cancel = threading.Event()
     loop = build_loop(
@@ -171,15 +184,15 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         settings,
         compile_only=compile_only,
         cancel=cancel,
-        progress=lambda msg: console.print(f"[dim]… {msg}[/]"),
+        progress=lambda msg: console.print(f"[dim]… {escape(msg)}[/]"),
         device=settings.device,
         seed_with_builtin=not args.no_seed,
         stepwise=not args.single_shot,
     )
     loop.on_attempt = lambda a: console.print(_attempt_line(a, settings.max_attempts))
     console.print(
-        f"[bold]stitch-lsp generate[/] {args.reference} · coder {kind}"
-        + (f" ({settings.llm_model} at {settings.llm_base_url})" if kind == "llm" else "")
+        f"[bold]stitch-lsp generate[/] {escape(display_path(args.reference))} · coder {kind}"
+        + (escape(f" ({settings.llm_model} at {settings.llm_base_url})") if kind == "llm" else "")
         + f" · verify {args.verify}"
     )
 
@@ -200,23 +213,28 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     best = result.best
     if best is not None and best.code is not None and result.stopped != "cancelled":
         out = args.output or free_name(reference)
-        text = with_header(best.code, reference, out)
+        text: str | None = with_header(best.code, reference, out)
         if args.standalone:
             from stitch_lsp.export.standalone import ExportError, export_standalone
 
             try:
                 text = export_standalone(text)
             except ExportError as exc:
-                console.print(f"[red]error:[/] no standalone copy: {exc}; nothing was written")
-                return 1
+                text = None
+                result.message = (
+                    f"{result.message}; but no standalone copy could be made ({exc}): "
+                    "nothing was written"
+                )
         try:
-            write_new(out, text)
-        except FileExistsError:
-            console.print(
-                f"[red]error:[/] {out} appeared while the run went on; nothing was written"
+            if text is not None:
+                write_new(out, text)
+                result.output = str(out)
+        except OSError as exc:
+            result.message = (
+                f"{result.message}; but {display_path(out)} could not be created "
+                f"({'it appeared meanwhile' if isinstance(exc, FileExistsError) else exc}): "
+                "nothing was written"
             )
-            return 1
-        result.output = str(out)
     if result.subtasks:
         console.print("[bold]subtasks[/]")
         for line in subtask_lines(result):
@@ -224,16 +242,20 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     for note in result.notes:
         console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
     colour = "green" if result.ok else "red"
-    console.print(f"[{colour}]{result.message}[/]")
+    console.print(f"[{colour}]{escape(result.message)}[/]")
     if result.output:
-        console.print(f"wrote {result.output}")
+        console.print(f"wrote {escape(display_path(result.output))}")
     if result.trajectory_file:
-        console.print(f"[dim]trajectories: {result.trajectory_file}[/]")
-    if args.json:
+        console.print(f"[dim]trajectories: {escape(display_path(result.trajectory_file))}[/]")
+    if as_json:
         data = result.model_dump(mode="json")
         for a in data["attempts"]:
             a.pop("code", None)
-        print(json.dumps(data, indent=1))
+        chosen = [a["verdict"] for a in data["attempts"] if best and a["index"] == best.index]
+        data["diagnostics"] = chosen[0]["diagnostics"] if chosen else []
+        if not result.ok:
+            data["error"] = result.message
+        emit_json(data)
     return 0 if result.ok else 1
 
 
@@ -290,17 +312,19 @@ def subtask_lines(result: RunResult) -> list[str]:
 
 def _export(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.trajectory import iter_records, select
-    from stitch_lsp.config import Settings
+    from stitch_lsp.analysis.files import display_path
+    from stitch_lsp.command_line import UsageError, load_settings, output_file
 
-    folder = args.dir or Path(Settings.from_sources().trajectories_dir)
+    folder = args.dir or Path(load_settings().trajectories_dir)
     if not folder.is_dir():
-        print(f"error: no trajectory folder at {folder}", file=sys.stderr)
-        return 2
-    if args.output is not None and args.output.exists() and not args.force:
-        print(f"error: {args.output} exists (use --force to replace it)", file=sys.stderr)
-        return 2
+        raise UsageError(f"no trajectory folder at {display_path(folder)}")
+    if args.output is not None:
+        if args.output.exists() and not args.force:
+            raise UsageError(f"{display_path(args.output)} exists (use --force to replace it)")
+        output_file(args.output, may_exist=True)
+    skipped: list[str] = []
     records = select(
-        (rec for _, rec in iter_records(folder)),
+        (rec for _, rec in iter_records(folder, skipped)),
         min_reward=args.min_reward,
         only_correct=args.only_correct,
     )
@@ -311,12 +335,19 @@ def _export(args: argparse.Namespace) -> int:
             n += 1
     else:
         tmp = args.output.with_name(f".{args.output.name}.{os.getpid()}.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                n += 1
-        tmp.replace(args.output)
-    print(
-        f"exported {n} record(s)" + (f" to {args.output}" if args.output else ""), file=sys.stderr
-    )
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for rec in records:
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    n += 1
+            tmp.replace(args.output)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise UsageError(f"cannot write {display_path(args.output)}: {exc.strerror}") from None
+    for note in skipped[:20]:
+        print(f"skipped {note}", file=sys.stderr)
+    if len(skipped) > 20:
+        print(f"skipped {len(skipped) - 20} more", file=sys.stderr)
+    where = f" to {display_path(args.output)}" if args.output else ""
+    print(f"exported {n} record(s){where}", file=sys.stderr)
     return 0

@@ -1,23 +1,37 @@
 """One chat call to an OpenAI-compatible endpoint, with retries where a retry can help.
 
 The `openai` client's own retries are off: we classify every failure ourselves so the loop can
-end a run with a message that says what went wrong (unreachable, 4xx/5xx, timeout, truncated
-reply), and so a cancellation interrupts the back-off.
+end a run with a message that says what went wrong (unreachable, 4xx/5xx, timeout, a reply that
+is not JSON or cut off), and so a cancellation interrupts the back-off.
+
+`llmTimeoutS` bounds the whole call, retries and back-offs included: the HTTP client's timeout
+is per read, so an endpoint that trickles a byte a second would otherwise never time out. A
+reply that is not JSON is tried once more; a 429/503 with `Retry-After` waits what it asks when
+that fits in the time left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
+import gc
 import os
 import threading
+import time
 from dataclasses import dataclass, field
-from typing import Literal
-
-import openai
+from typing import TYPE_CHECKING, Any, Literal
 
 from stitch_lsp.config import Settings
 
-FailureKind = Literal["unreachable", "timeout", "http", "auth", "truncated", "config", "cancelled"]
+if TYPE_CHECKING:  # imported where a request is made: the builtin coder never needs it, and
+    import openai  # its import (1-2 s) held the language server's event loop
+
+FailureKind = Literal[
+    "unreachable", "timeout", "http", "auth", "truncated", "malformed", "config", "cancelled"
+]
 _NO_KEY = "sk-no-key-required"
+_RETRIED = frozenset({"unreachable", "timeout", "http"})
+_MALFORMED_TRIES = 2  # a reply that is not JSON: once more, then give up
 
 
 class EndpointError(RuntimeError):
@@ -55,60 +69,109 @@ class ChatClient:
         self.retries = retries
         self.backoff_s = backoff_s
         self.cancel = cancel or threading.Event()
-        key = os.environ.get(settings.llm_api_key_env) or _NO_KEY
-        self._client = openai.OpenAI(
-            base_url=settings.llm_base_url,
-            api_key=key,
-            timeout=settings.llm_timeout_s,
-            max_retries=0,
-        )
+        self._key = os.environ.get(settings.llm_api_key_env) or _NO_KEY
 
     @property
     def endpoint(self) -> str:
         return f"{self.settings.llm_base_url} (model {self.settings.llm_model})"
 
     def chat(self, messages: list[dict[str, str]]) -> ChatReply:
-        """Return the first choice; raise EndpointError when no usable reply came back."""
+        """Return the first choice; raise EndpointError when no usable reply came back within
+        `llm_timeout_s`, however many tries that took."""
+        budget = self.settings.llm_timeout_s
+        deadline = time.monotonic() + budget
         last: EndpointError | None = None
-        for attempt in range(self.retries + 1):
+        tries = malformed = 0
+        while True:
             if self.cancel.is_set():
                 raise EndpointError("cancelled", "cancelled")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._out_of_time(last, tries)
+            tries += 1
             try:
-                return self._interruptible(messages)
+                return self._interruptible(messages, left)
             except EndpointError as exc:
-                if exc.kind not in {"unreachable", "timeout", "http"} or _is_client_error(exc):
-                    raise
                 last = exc
-            if attempt < self.retries and self.cancel.wait(self.backoff_s * 2**attempt):
+                if exc.kind == "malformed":
+                    malformed += 1
+                    if malformed >= _MALFORMED_TRIES:
+                        raise EndpointError(
+                            "malformed", f"{exc} (after {malformed} tries)"
+                        ) from None
+                    continue
+                if exc.kind not in _RETRIED or _is_client_error(exc):
+                    raise
+                if exc.kind == "timeout" or tries > self.retries:
+                    raise EndpointError(exc.kind, self._tries_note(exc, tries)) from None
+            wait = self.backoff_s * 2 ** (tries - 1)
+            asked = getattr(last, "retry_after", None)
+            if asked is not None:
+                if asked > deadline - time.monotonic():
+                    raise EndpointError(
+                        last.kind,
+                        f"{last}; it asked to retry after {asked:g} s, which is past the "
+                        f"{budget:g} s limit (stitch.llmTimeoutS)",
+                    )
+                wait = asked
+            if self.cancel.wait(max(0.0, min(wait, deadline - time.monotonic()))):
                 raise EndpointError("cancelled", "cancelled")
-        assert last is not None
-        raise EndpointError(last.kind, f"{last} (after {self.retries + 1} tries)")
 
-    def _interruptible(self, messages: list[dict[str, str]]) -> ChatReply:
-        """Run the request in a daemon thread so a cancel returns at once, not at the timeout."""
+    def _tries_note(self, exc: EndpointError, tries: int) -> str:
+        return f"{exc} (after {tries} tries)" if tries > 1 else str(exc)
+
+    def _out_of_time(self, last: EndpointError | None, tries: int) -> EndpointError:
+        limit = f"{self.settings.llm_timeout_s:g} s"
+        why = f"; last: {last}" if last is not None else ""
+        return EndpointError(
+            "timeout", f"{self.endpoint} gave no usable answer within {limit} ({tries} tries{why})"
+        )
+
+    def _interruptible(self, messages: list[dict[str, str]], timeout_s: float) -> ChatReply:
+        """One request in a daemon thread, so that a cancel or the deadline returns at once;
+        the request's own connection is then closed, which ends it."""
+        openai = _openai()
         box: dict[str, object] = {}
         done = threading.Event()
+        client = openai.OpenAI(
+            base_url=self.settings.llm_base_url,
+            api_key=self._key,
+            timeout=timeout_s,
+            max_retries=0,
+        )
 
         def work() -> None:
             try:
-                box["reply"] = self._once(messages)
+                box["reply"] = self._once(client, messages)
             except BaseException as exc:
                 box["error"] = exc
             finally:
                 done.set()
 
         threading.Thread(target=work, name="stitch-llm-request", daemon=True).start()
-        while not done.wait(0.1):
-            if self.cancel.is_set():
-                raise EndpointError("cancelled", "cancelled")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not done.wait(0.1):
+                if self.cancel.is_set():
+                    raise EndpointError("cancelled", "cancelled")
+                if time.monotonic() > deadline:
+                    raise EndpointError(
+                        "timeout",
+                        f"{self.endpoint} did not answer within {self.settings.llm_timeout_s:g} s "
+                        "(the whole reply must arrive in that time)",
+                    )
+        finally:
+            if not done.is_set():
+                _close_quietly(client)
         if "error" in box:
             raise box["error"]  # type: ignore[misc]
         return box["reply"]  # type: ignore[return-value]
 
-    def _once(self, messages: list[dict[str, str]]) -> ChatReply:
+    def _once(self, client: openai.OpenAI, messages: list[dict[str, str]]) -> ChatReply:
+        openai = _openai()
         s = self.settings
         try:
-            resp = self._client.chat.completions.create(
+            resp = client.chat.completions.create(
                 model=s.llm_model,
                 messages=messages,  # type: ignore[arg-type]
                 temperature=s.llm_temperature,
@@ -131,24 +194,88 @@ class ChatClient:
                 "http", f"{self.endpoint} answered HTTP {exc.status_code}: {_brief(exc)}"
             )
             err.status_code = exc.status_code  # type: ignore[attr-defined]
+            err.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
             raise err from exc
-        except openai.OpenAIError as exc:  # malformed JSON and the like
-            raise EndpointError("http", f"{self.endpoint} sent an unusable answer: {exc}") from exc
-        if not getattr(resp, "choices", None):
-            raise EndpointError("http", f"{self.endpoint} answered without any choices")
-        choice = resp.choices[0]
-        text = (choice.message.content if choice.message else None) or ""
-        if choice.finish_reason == "length":
+        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+            raise EndpointError(
+                "malformed", f"{self.endpoint} sent a reply that is not valid JSON ({_short(exc)})"
+            ) from exc
+        try:
+            choice = resp.choices[0]
+            text = (choice.message.content if choice.message else None) or ""
+            finish = choice.finish_reason
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise EndpointError(
+                "malformed", f"{self.endpoint} answered without any choices ({_short(exc)})"
+            ) from exc
+        if finish == "length":
             raise EndpointError(
                 "truncated",
                 f"the reply from {self.endpoint} was cut off at {s.llm_max_tokens} tokens "
                 "(finish_reason=length); raise stitch.llmMaxTokens or use a longer-output model",
             )
-        usage = resp.usage.model_dump(exclude_none=True) if resp.usage else {}
-        usage = {k: v for k, v in usage.items() if isinstance(v, int)}
+        usage = _usage(resp)
         return ChatReply(
-            text=text, finish_reason=choice.finish_reason, model=resp.model, usage=usage
+            text=text, finish_reason=finish, model=getattr(resp, "model", None), usage=usage
         )
+
+
+_openai_frozen = False
+
+
+def _openai() -> Any:
+    """The `openai` module, imported on first use. Its import builds thousands of classes that
+    live as long as the process; they are moved out of the cyclic collector's reach once, as
+    the server does with its own imports at start-up (a full collection over them paused the
+    language server's event loop for about 110 ms)."""
+    global _openai_frozen
+    import openai
+
+    if not _openai_frozen:
+        _openai_frozen = True
+        gc.freeze()
+    return openai
+
+
+def _usage(resp: Any) -> dict[str, int]:
+    try:
+        usage = resp.usage.model_dump(exclude_none=True) if resp.usage else {}
+    except Exception:
+        return {}
+    return {k: v for k, v in usage.items() if isinstance(v, int)}
+
+
+def _close_quietly(client: openai.OpenAI) -> None:
+    # Closing under a running request may complain; the request is ending anyway.
+    with contextlib.suppress(Exception):
+        client.close()
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}".rstrip(
+        ": "
+    )
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """Seconds the server asked to wait (Retry-After: seconds or an HTTP date), for 429/503."""
+    if exc.status_code not in (429, 503):
+        return None
+    try:
+        value = exc.response.headers.get("retry-after")
+    except Exception:
+        return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def _is_client_error(exc: EndpointError) -> bool:

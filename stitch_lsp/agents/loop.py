@@ -352,7 +352,7 @@ class GenerationLoop:
                 result.stopped = "target_met"
                 return
             if verdict.status == "compiled":
-                result.stopped = "target_met"  # nothing more can be learnt without a GPU
+                result.stopped = "compiled"  # built, nothing measured: nothing more to learn
                 return
             if not self.coder.iterative:
                 result.stopped = "builtin_done"
@@ -637,7 +637,7 @@ class GenerationLoop:
         assert built is not None
         v = built.verdict
         if v.status == "compiled":
-            raise _Stop("target_met")  # nothing more can be learnt without a GPU
+            raise _Stop("compiled")  # built, nothing measured: nothing more to learn
         left = stitch is not None and bool(stitch.in_pytorch)
         if (v.speedup or 0.0) >= self.target and not left:
             raise _Stop("target_met")
@@ -777,7 +777,7 @@ class GenerationLoop:
         rub = f"rubric {best.rubric_total}/20" if best.rubric_total is not None else "no rubric"
         if best.verdict.status == "compiled":
             result.message = (
-                f"attempt {best.index}/{n} compiled and passed the static checks ({rub}). "
+                f"attempt {best.index} compiled and passed the static checks ({rub}). "
                 "Correctness and speed were NOT verified: compile-only verification, no GPU."
             )
         else:

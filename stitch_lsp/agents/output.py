@@ -28,7 +28,8 @@ def free_name(
     for n in range(1, 10_000):
         name = f"{stem}{suffix}.py" if n == 1 else f"{stem}{suffix}_{n}.py"
         candidate = where / name
-        if not candidate.exists() and name not in taken:
+        # lexists: a dangling symlink is taken too (O_EXCL would refuse it at the end)
+        if not os.path.lexists(candidate) and name not in taken:
             return candidate
     raise FileExistsError(f"no free output name in {where}")
 

@@ -114,17 +114,29 @@ class TrajectoryWriter:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 
-def iter_records(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every record under `folder` (recursively), skipping lines that are not our schema."""
+def iter_records(
+    folder: Path, skipped: list[str] | None = None
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every record under `folder` (recursively), skipping lines that are not our schema.
+
+    Lines that are not UTF-8 or not JSON, and files that cannot be read (a FIFO named *.jsonl,
+    no permission), are skipped; `skipped`, when given, collects a note for each."""
+    from stitch_lsp.analysis.files import display_path, open_regular
+
+    notes = skipped if skipped is not None else []
     for path in sorted(folder.rglob("*.jsonl")):
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
+        try:
+            fh = open_regular(path)
+        except OSError as exc:
+            notes.append(f"{display_path(path)}: {exc.strerror or exc}")
+            continue
+        with fh:
+            for number, raw in enumerate(fh, 1):
                 try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
+                    line = raw.decode("utf-8").strip()
+                    rec = json.loads(line) if line else None
+                except (UnicodeDecodeError, ValueError, RecursionError):
+                    notes.append(f"{display_path(path)}:{number}: not UTF-8 JSON")
                     continue
                 if isinstance(rec, dict) and rec.get("schema") == SCHEMA:
                     yield path, rec

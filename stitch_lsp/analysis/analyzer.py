@@ -17,6 +17,7 @@ from stitch_lsp.analysis.diag import Diag, Range
 from stitch_lsp.analysis.document import Document
 from stitch_lsp.analysis.embedded import Declined, EmbeddedCuda, Role, build_embedded
 from stitch_lsp.analysis.extension_checks import Source
+from stitch_lsp.analysis.grammars import ParseTimeout
 from stitch_lsp.analysis.model import Analysis, LoadInlineCall, Outline
 from stitch_lsp.analysis.outline import kernel_infos, python_outline
 from stitch_lsp.analysis.python_facts import HEADER, LoadCall, PyFacts, module_classes
@@ -70,10 +71,34 @@ def _analyze(doc: Document, max_bytes: int, dtype: str = "auto") -> Analysis:
                 f"stitch-lsp skipped deep checks: {result.skipped}",
             )
         )
-    elif lang == "python":
-        _analyze_python(doc, result, diags, dtype)
-    elif lang == "cuda":
-        _analyze_cuda_file(doc, result, diags)
+    elif lang in ("python", "cuda") and (why := doc.binary) is not None:
+        result.skipped = f"the file looks binary: {why}"
+        diags = [  # one notice: the encoding warning would only repeat it
+            Diag(
+                (0, 0, 0, 0),
+                Severity.information,
+                "binary-file",
+                f"stitch-lsp skipped this file: {result.skipped}",
+            )
+        ]
+    elif lang in ("python", "cuda"):
+        try:
+            if lang == "python":
+                _analyze_python(doc, result, diags, dtype)
+            else:
+                _analyze_cuda_file(doc, result, diags)
+        except ParseTimeout as exc:
+            result = Analysis(uri=doc.uri, language=lang, version=doc.version)
+            result.skipped = str(exc)
+            diags = [d for d in diags if d.rule_id == "encoding"]
+            diags.append(
+                Diag(
+                    (0, 0, 0, 0),
+                    Severity.information,
+                    "parse-timeout",
+                    f"stitch-lsp skipped deep checks: {exc}",
+                )
+            )
     path = _path_of(doc)
     seen: set[tuple[Range, str, str]] = set()
     for d in sorted(diags, key=lambda d: d.range):
@@ -155,7 +180,7 @@ def _analyze_cuda_file(doc: Document, result: Analysis, diags: list[Diag]) -> No
 # -- Python files -------------------------------------------------------------------------------
 
 
-def _header(doc: Document) -> str | None:
+def reference_header(doc: Document) -> str | None:
     """The reference path from a `# stitch-lsp: reference=...` comment at the top of the file."""
     head = doc.data[:4096].decode("utf-8", "replace")
     for line in head.splitlines()[:40]:
@@ -238,7 +263,7 @@ def _analyze_python(doc: Document, result: Analysis, diags: list[Diag], dtype: s
     if err is not None:
         diags.append(err)
     facts = python_facts.extract(roots, doc.data)
-    result.reference_header = _header(doc)
+    result.reference_header = reference_header(doc)
 
     def node_range(node: Node) -> Range:
         return doc.node_range(node.start_point, node.end_point)

@@ -41,7 +41,11 @@ def reference_of(
     if info is not None:
         return info
     if result.reference_header and doc.path is not None:
-        return header_reference((doc.path.parent / result.reference_header).resolve())
+        try:
+            path = (doc.path.parent / result.reference_header).resolve()
+        except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+            return None
+        return header_reference(path)
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -628,6 +629,7 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 
 def _parse(data: bytes, previous: bytes | None, old: Tree | None) -> Tree:
     parser = grammars.parser("cuda")
+    parser.deadline = time.monotonic() + grammars.PARSE_BUDGET_S
     if previous is None or old is None:
         return parser.parse(data)
     start = _common_prefix(previous, data)

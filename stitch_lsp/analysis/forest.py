@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 from math import isqrt
 
-from tree_sitter import Node, Parser, Range, Tree
+from tree_sitter import Node, Range, Tree
 
+from stitch_lsp.analysis.grammars import BudgetParser
 from stitch_lsp.analysis.text_index import LineIndex, Point
 
 # Run size: re-parsing a run costs about its length; moving the runs after an edit costs
@@ -79,7 +80,7 @@ class StatementForest:
     """The syntax of one Python text as a list of run trees; see the module docstring."""
 
     def __init__(
-        self, parser: Parser, data: bytes, index: LineIndex, run_bytes: int | None = None
+        self, parser: BudgetParser, data: bytes, index: LineIndex, run_bytes: int | None = None
     ) -> None:
         self._parser = parser
         self._run_bytes = run_bytes  # fixed run size, for tests; None sizes runs by the file
@@ -147,6 +148,25 @@ class StatementForest:
             if run.tree is None or shifted:
                 self._parse(data, index, run)
         self._runs = [*before, *([region] if region.tree is not None else []), *after]
+
+    def split(self, data: bytes, index: LineIndex) -> None:
+        """Cut one large clean run into runs of the target size, each parsed on its own.
+
+        For a file analysed off the event loop: a query over one 2 MB root is one C call that
+        holds the GIL for 100-250 ms, over its runs it is many short ones."""
+        if self._unparsed is not None or len(self._runs) != 1 or _has_error(self._runs[0]):
+            return
+        run = self._runs[0]
+        target = self._run_bytes or run_bytes_for(run.end - run.start)
+        if run.tree is None or run.end - run.start <= 2 * target:
+            return
+        cuts = _cut_points(run.tree.root_node, run.start, target)
+        if not cuts:
+            return
+        runs = [Run(a, b) for a, b in pairwise([run.start, *cuts, run.end])]
+        self._parse_runs(data, index, runs)
+        if not any(_has_error(r) for r in runs):
+            self._runs = runs
 
     # -- internals --------------------------------------------------------------------------
     def _parse(self, data: bytes, index: LineIndex, run: Run) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from tree_sitter import Node
 
 from stitch_lsp.analysis import grammars, python_facts
+from stitch_lsp.analysis.files import binary_reason, read_regular
 from stitch_lsp.analysis.names import Resolver
 from stitch_lsp.analysis.python_facts import PyFacts
 from stitch_lsp.analysis.syntax import text
@@ -103,11 +104,27 @@ def _sizeish(node: Node | None) -> bool:
     )
 
 
+def warm_reference(base: Path, header: str) -> None:
+    """Read and parse the reference a header names into the cache, so that an analysis on the
+    server's event loop finds it there and never waits for a disk or a parse."""
+    try:
+        path = (base / header).resolve()
+    except (OSError, RuntimeError):
+        return
+    header_reference(path)
+
+
+_REFERENCE_MAX_BYTES = 2_000_000
+
+
 @lru_cache(maxsize=64)
 def _file_info(path: str, mtime: float) -> ReferenceInfo | None:
+    # A regular file of bounded size only: a header may name a FIFO or /dev/zero.
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path, _REFERENCE_MAX_BYTES)
     except OSError:
+        return None
+    if binary_reason(data) is not None:
         return None
     root = grammars.parser("python").parse(data).root_node
     facts = python_facts.extract([root], data)

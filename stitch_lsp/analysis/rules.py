@@ -31,6 +31,8 @@ RULES: dict[str, Rule] = {
         Rule("encoding", "The file is not valid UTF-8; undecodable bytes were replaced."),
         Rule("file-too-large", "The file is larger than maxFileBytes; deep checks were skipped."),
         Rule("file-missing", "A path given to `check` does not exist or cannot be read."),
+        Rule("binary-file", "The file holds binary data (NUL bytes, or mostly not UTF-8)."),
+        Rule("parse-timeout", "Parsing the file ran past its time budget; checks were skipped."),
         Rule(
             "torch-op",
             "ModelNew computes with PyTorch operators (under any name, in Python or ATen from C++, "

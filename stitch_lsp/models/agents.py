@@ -358,7 +358,14 @@ class RunResult(BaseModel):
     best_index: int | None = None
     output: str | None = None
     stopped: Literal[
-        "target_met", "budget", "cancelled", "endpoint", "builtin_done", "error", "no_gpu"
+        "target_met",
+        "compiled",  # compile-only: an attempt built and passed the static checks, nothing measured
+        "budget",
+        "cancelled",
+        "endpoint",
+        "builtin_done",
+        "error",
+        "no_gpu",
     ]
     message: str = ""
     replans: int = 0

@@ -7,7 +7,6 @@ Both print the same diagnostics the editor shows. `--json` gives the `diagnostic
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from stitch_lsp.models.profile import KernelSummary, ProfileRun
     from stitch_lsp.profile.pipeline import MappedReport
+
+from stitch_lsp.analysis.files import display_path
+from stitch_lsp.command_line import (
+    UsageError,
+    add_format,
+    input_file,
+    int_range,
+    positive_float,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,12 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kernel", help="ncu kernel filter (default: the file's own kernels)")
     p.add_argument("--full", action="store_true", help="collect `--set full` (slower)")
     p.add_argument("--section", action="append", help="ncu section (repeatable)")
-    p.add_argument("--launch-count", type=int, default=8)
+    p.add_argument("--launch-count", type=int_range(1, 10_000), default=8)
     p.add_argument("--report-dir", help="keep the .ncu-rep here (default: a temp folder)")
     p.add_argument("--ncu", default=None, help="ncu executable (default: stitch.ncuPath / PATH)")
     p.add_argument("--python", default=None, help="python with torch for .py targets")
-    p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--timeout", type=positive_float, default=600.0)
+    add_format(p)
     p.set_defaults(func=_run_profile)
 
     h = sub.add_parser("hints", help="turn an existing .ncu-rep into diagnostics on your files")
@@ -47,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         help="folders or files to search for the sources (default: the current folder)",
     )
-    h.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_format(h)
     h.set_defaults(func=_run_hints)
 
 
@@ -56,14 +64,14 @@ def _parse_maps(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key or not value:
-            raise SystemExit(f"--map wants REPORT_PATH=LOCAL_PATH, got {item!r}")
-        if not Path(value).is_file():
-            raise SystemExit(f"--map: no such local file: {value}")
+            raise UsageError(f"--map wants REPORT_PATH=LOCAL_PATH, got {item!r}")
+        input_file(Path(value), "--map: local file")
         maps[key] = value
     return maps
 
 
 def _emit(mapped: MappedReport, as_json: bool, extra: dict[str, Any] | None = None) -> int:
+    from stitch_lsp.command_line import emit_json
     from stitch_lsp.models.findings import CheckReport, Severity
 
     summaries = [k.summary for k in mapped.kernels]
@@ -73,7 +81,7 @@ def _emit(mapped: MappedReport, as_json: bool, extra: dict[str, Any] | None = No
         doc["report"] = mapped.report.report_path
         doc["unmapped"] = mapped.unmapped
         doc.update(extra or {})
-        print(json.dumps(doc, indent=2))
+        emit_json(doc)
         return 0
     _print_table(summaries)
     cwd = Path.cwd()
@@ -83,7 +91,7 @@ def _emit(mapped: MappedReport, as_json: bool, extra: dict[str, Any] | None = No
         except ValueError:
             shown = f.path
         sev = "note" if f.severity in (Severity.information, Severity.hint) else f.severity.value
-        print(f"{shown}:{f.line}:{f.column}: {sev}: [{f.code}] {f.message}")
+        print(f"{display_path(shown)}:{f.line}:{f.column}: {sev}: [{f.code}] {f.message}")
     for p in mapped.unmapped:
         print(
             f"note: no local file found for report source {p}; "
@@ -137,27 +145,31 @@ def _print_table(summaries: list[KernelSummary]) -> None:
 
 
 def _run_hints(args: argparse.Namespace) -> int:
+    from stitch_lsp.command_line import report_error
     from stitch_lsp.profile.pipeline import map_report, source_mapper
     from stitch_lsp.profile.report import ReportError, load_report
 
+    as_json = args.format == "json"
+    input_file(Path(args.report), "report")
     maps = _parse_maps(args.map)
     try:
         report = load_report(args.report)
     except ReportError as exc:
-        print(f"hints: {exc}", file=sys.stderr)
+        report_error(f"stitch-lsp hints: {exc}", as_json, kernels=[])
         return 2
     roots = [Path(r) for r in args.root] or [Path.cwd()]
-    return _emit(map_report(report, source_mapper(report, roots, maps=maps)), args.json)
+    return _emit(map_report(report, source_mapper(report, roots, maps=maps)), as_json)
 
 
 def _run_profile(args: argparse.Namespace) -> int:
-    from stitch_lsp.config import Settings
+    from stitch_lsp.command_line import emit_json, load_settings
     from stitch_lsp.models.profile import ProfileRequest
     from stitch_lsp.profile.pipeline import map_report, source_mapper
     from stitch_lsp.profile.runner import run_profile
 
-    settings = Settings.from_sources()
-    path = Path(args.path).resolve()
+    as_json = args.format == "json"
+    settings = load_settings()
+    path = input_file(Path(args.path), "file").resolve()
     req = ProfileRequest(
         path=str(path),
         class_name=args.class_name,
@@ -172,16 +184,18 @@ def _run_profile(args: argparse.Namespace) -> int:
     )
     run = run_profile(req)
     if not run.ok or run.report is None:
-        if args.json:
-            print(json.dumps({"diagnostics": [], "kernels": [], **_run_info(run)}, indent=2))
+        if as_json:
+            info = _run_info(run)
+            info["error"] = run.error or "the profile failed"
+            emit_json({"diagnostics": [], "kernels": [], **info})
         else:
-            print(f"profile: {run.error}", file=sys.stderr)
+            print(f"stitch-lsp profile: {run.error}", file=sys.stderr)
             if run.log_tail:
                 print(run.log_tail, file=sys.stderr)
         return 1
     mapper = source_mapper(run.report, [path.parent], preferred=path)
     mapped = map_report(run.report, mapper, origin=path, class_name=args.class_name)
-    return _emit(mapped, args.json, _run_info(run))
+    return _emit(mapped, as_json, _run_info(run))
 
 
 def _run_info(run: ProfileRun) -> dict[str, Any]:

@@ -12,6 +12,7 @@ sits, and follows small edits), and last a file with the same base name.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,24 +186,45 @@ def python_string_offset(text: str) -> int:
     return starts[0] - 1 - len(LOAD_INLINE_PRELUDE)
 
 
-def workspace_candidates(roots: Iterable[Path], limit: int = 2000) -> list[Path]:
-    """Source files under the given folders (and the files themselves), skipping hidden/venvs."""
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "build", "site-packages"})
+
+
+def workspace_candidates(
+    roots: Iterable[Path], limit: int = 2000, max_entries: int | None = None
+) -> list[Path]:
+    """Source files under the given folders (and the files themselves), skipping hidden
+    folders, virtualenvs and build output.
+
+    The walk is bounded: it stops at `limit` files or after `max_entries` directory entries
+    (default 50 per wanted file), whichever comes first, and it never follows a symlinked
+    folder. Each folder's entries are sorted, so the same tree gives the same list. (It used to
+    list and sort the whole tree before applying the limit: 13 s from `/`.)"""
     found: list[Path] = []
+    budget = max_entries if max_entries is not None else 50 * limit
+    seen: set[Path] = set()
     for root in roots:
         root = Path(root)
         if root.is_file():
-            found.append(root.resolve())
+            if root.resolve() not in seen:
+                seen.add(root.resolve())
+                found.append(root.resolve())
             continue
         if not root.is_dir():
             continue
-        for p in sorted(root.rglob("*")):
-            if len(found) >= limit:
+        for dirpath, dirnames, filenames in os.walk(root):
+            budget -= len(dirnames) + len(filenames)
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS
+            )
+            for name in sorted(filenames):
+                if name.startswith("."):
+                    continue
+                p = Path(dirpath, name)
+                if p.suffix in _CANDIDATE_SUFFIXES and p.is_file() and p.resolve() not in seen:
+                    seen.add(p.resolve())
+                    found.append(p.resolve())
+                    if len(found) >= limit:
+                        return found
+            if budget <= 0:
                 return found
-            parts = p.relative_to(root).parts
-            if any(
-                x.startswith(".") or x in ("node_modules", "__pycache__", "build") for x in parts
-            ):
-                continue
-            if p.suffix in _CANDIDATE_SUFFIXES and p.is_file():
-                found.append(p.resolve())
     return found

@@ -112,11 +112,27 @@ def load_report(path: str | Path, ncu_path: str | None = None) -> ProfileReport:
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            for name, text in _source_files(action).items():
-                report.sources.setdefault(name, text)
-            report.kernels.append(read_action(action, r, a))
+            try:
+                action = rng.action_by_idx(a)
+                for name, text in _source_files(action).items():
+                    report.sources.setdefault(name, text)
+                report.kernels.append(read_action(action, r, a))
+            except Exception as exc:  # the native reader gives a damaged file's gaps as None
+                raise ReportError(
+                    f"{path} is damaged or truncated: kernel {a + 1} of range {r + 1} cannot be "
+                    f"read ({_first_line(exc)}); copy the report again or re-run ncu"
+                ) from exc
     return report
+
+
+def _first_line(exc: BaseException) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        fields = sorted({str(e["loc"][0]) for e in exc.errors() if e.get("loc")})
+        return f"no valid value for {', '.join(fields) or 'its fields'}"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:120]}" if lines else type(exc).__name__
 
 
 def _source_files(action: Any) -> dict[str, str]:

@@ -13,19 +13,22 @@ import importlib
 import inspect
 import logging
 import os
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 from lsprotocol import types as lsp
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
+from pygls.exceptions import FeatureRequestError
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import lsp_method
 
 from stitch_lsp import __version__
 from stitch_lsp.config import Settings, environment_values
@@ -36,6 +39,7 @@ from stitch_lsp.server.convert import finding_to_diagnostic
 from stitch_lsp.server.documents import OpenDocument, PushedDiagnostics
 from stitch_lsp.server.jobs import JobScheduler
 from stitch_lsp.server.progress import LspProgress
+from stitch_lsp.server.protocol import GuardedProtocol
 from stitch_lsp.server.registry import (
     CodeActionProvider,
     CodeLensProvider,
@@ -53,6 +57,7 @@ from stitch_lsp.server.scopes import (
     snake_keys,
     user_level_keys,
 )
+from stitch_lsp.server.watchdog import LoopWatchdog
 from stitch_lsp.workers.launch import default_launcher
 
 log = logging.getLogger(__name__)
@@ -105,7 +110,7 @@ def gc_deferred() -> Iterator[None]:
             gc.enable()
 
 
-class StitchProtocol(LanguageServerProtocol):
+class StitchProtocol(GuardedProtocol):
     """Pins the position encoding to UTF-16: the analysis layer counts columns in UTF-16 units.
 
     UTF-16 is the one encoding every client must support, so a client that would prefer
@@ -157,10 +162,17 @@ class StitchServer(LanguageServer):
         self._debounce: dict[str, asyncio.Task[None]] = {}
         self._stores: dict[type, object] = {}
         self.publish_count = 0
+        self.exit_code = 0  # what `exit` asked for: 0 after `shutdown`, else 1
+        self.watchdog: LoopWatchdog | None = None  # set when STITCH_LOOP_WATCHDOG is
+        self.torch_problem: str | None = None  # why the workers cannot use torch, if they cannot
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.cluster = ClusterLink()
         self._last_status: tuple[str, str, float | None] = ("idle", "", None)
         self._cluster_poll: asyncio.Task[None] | None = None
+        # Large documents' analyses and reference reads: never queued behind a long job.
+        self.analysis_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="stitch-analysis"
+        )
         self.jobs = JobScheduler(
             devices or [],
             progress=LspProgress(self),
@@ -169,6 +181,44 @@ class StitchServer(LanguageServer):
             may_execute=lambda: self.trusted,
             executor=self.executor,
         )
+
+    # ---- transport ----------------------------------------------------------------------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve LSP on stdio through our own framing (`stream.py`); `exit_code` says how `exit`
+        ended it."""
+        from stitch_lsp.server.stream import OutputWriter, StreamServer
+
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(OutputWriter(stdout or sys.stdout.buffer))
+        reader = StreamServer(self.protocol, self._stop_event)
+        self.watchdog = LoopWatchdog.from_env(lambda: reader.last_method)
+
+        async def serve() -> None:
+            if self.watchdog is not None:
+                self.watchdog.start()
+            await reader.serve(stdin or sys.stdin.buffer)
+
+        try:
+            asyncio.run(serve())
+        except SystemExit as exc:  # the `exit` notification
+            self.exit_code = exc.code if isinstance(exc.code, int) else 1
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            if self.watchdog is not None:
+                self.watchdog.write_report()
+            self.shutdown()
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls's own errors (a notification that failed, a message it could not read) go to
+        the log, once each: they are not the user's to act on, so no pop-up. A failed request
+        is answered with its error already."""
+        if source is FeatureRequestError:
+            return
+        self.report_error("the LSP connection", error)
 
     # ---- registry (called by feature modules' register()) ----------------------------------
 
@@ -259,6 +309,14 @@ class StitchServer(LanguageServer):
             return
         version = doc.version
         t0 = time.perf_counter()
+        try:
+            await doc.ensure_analysis(self.analysis_executor)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.report_error("analysis", exc)
+        if self.documents.get(uri) is not doc or doc.version != version:
+            return  # an edit arrived meanwhile; its own publish follows
         results: list[tuple[str, Any]] = []
         awaiting: list[tuple[str, Awaitable[Any]]] = []
         with gc_deferred():
@@ -400,16 +458,25 @@ class StitchServer(LanguageServer):
                 roots.append(path)
         return roots
 
-    def warm_up(self) -> None:
+    async def warm_up(self) -> None:
         """Load the grammars and compile the queries now, so the first didOpen is not the one
-        that pays for it (about 0.1 s)."""
-        from stitch_lsp.analysis import Document, analyze
+        that pays for it (about 0.3 s in all).
 
+        One query at a time on the loop, yielding in between: compiling a query is one C call
+        that holds the GIL (20-70 ms for a CUDA query), so a worker thread would block the
+        loop just the same, and all seven at once would block it for the whole 0.3 s."""
+        from stitch_lsp.analysis import Document, analyze, grammars
+
+        for name in ("python", "cuda"):
+            for scm in sorted((grammars.grammars_dir() / name).glob("*.scm")):
+                grammars.query(name, scm.stem)
+                await asyncio.sleep(0)
         py = (
             "from torch.utils.cpp_extension import load_inline\n"
             'src = r"""\n__global__ void k() {}\n"""\n'
         )
         analyze(Document("untitled:warm-up.py", py, "python"), self.settings)
+        await asyncio.sleep(0)
         analyze(
             Document("untitled:warm-up.cu", "__global__ void k() {}\n", "cuda-cpp"), self.settings
         )
@@ -423,7 +490,7 @@ class StitchServer(LanguageServer):
         if self._fixed_devices is not None:
             self.jobs.set_devices(self._fixed_devices)
             return
-        from stitch_lsp.server.devices import discover_gpus
+        from stitch_lsp.server.devices import discover_gpus, torch_missing
 
         loop = asyncio.get_running_loop()
         address = self.settings.cluster
@@ -452,7 +519,12 @@ class StitchServer(LanguageServer):
             await loop.run_in_executor(self.executor, self.cluster.leave)
             self.jobs.launcher = default_launcher()
         devices = await loop.run_in_executor(self.executor, discover_gpus, self.settings.device)
-        self.jobs.set_devices(devices)
+        # Every GPU job needs torch in the worker: without it, say so rather than "no GPU".
+        self.torch_problem = await loop.run_in_executor(
+            self.executor, torch_missing, self.settings.python_for_workers
+        )
+        self.jobs.unavailable = self.torch_problem
+        self.jobs.set_devices([] if self.torch_problem else devices)
 
     # ---- feature state and editor requests ---------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -72,5 +73,12 @@ def _run(args: argparse.Namespace) -> int:
             server.start_io(sys.stdin.buffer, _private_stdout())
     finally:
         server.jobs.kill_all_processes()
-        server.cluster.kill_all()
-    return 0
+        server.cluster.leave()  # its actors stopped and the session closed: os._exit skips atexit
+    # Leave now: a worker thread still busy (a parse in its time budget, a probe of the
+    # workers' Python) must not keep the process alive after `exit`, and the client judges
+    # the exit code.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(server.exit_code)

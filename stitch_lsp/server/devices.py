@@ -6,7 +6,13 @@ the one inventory (`stitch_lsp.gpus`, nvidia-smi narrowed by CUDA_VISIBLE_DEVICE
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+
 from stitch_lsp.gpus import inventory
+
+_HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
 
 
 def discover_gpus(device_setting: str | None = None) -> list[str]:
@@ -22,3 +28,29 @@ def discover_gpus(device_setting: str | None = None) -> list[str]:
 def no_gpu_message() -> str:
     """The one sentence users see when a GPU job cannot run here."""
     return inventory().problem or "No CUDA GPU visible."
+
+
+def torch_missing(python: str | None = None, *, timeout_s: float = 20.0) -> str | None:
+    """Why the workers cannot use torch (it is not installed for their Python), or None.
+
+    A spec lookup, never an import of torch: in this process when the workers run the server's
+    own Python, else in a subprocess of theirs. Every GPU job needs torch in the worker, and
+    without it the honest answer is "torch is missing", not "no GPU"."""
+    exe = python or sys.executable
+    missing = (
+        f"torch is missing: the workers' Python ({exe}) cannot import it. Install torch there, "
+        "or point stitch.pythonForWorkers at a Python that has it"
+    )
+    if exe == sys.executable:
+        return None if importlib.util.find_spec("torch") is not None else missing
+    try:
+        proc = subprocess.run(
+            [exe, "-I", "-c", _HAS_TORCH], capture_output=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the workers' Python ({exe}) cannot be run: {exc}"
+    if proc.returncode == 0:
+        return None
+    if proc.returncode == 3:
+        return missing
+    return f"the workers' Python ({exe}) failed to start (exit code {proc.returncode})"

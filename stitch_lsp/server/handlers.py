@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types as lsp
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from stitch_lsp.analysis.document import Document
 from stitch_lsp.server.app import StitchServer
@@ -95,7 +96,7 @@ def register_handlers(server: StitchServer) -> None:
         await _pull_configuration(ls)
         await _register_dynamic_capabilities(ls)
         try:
-            ls.warm_up()
+            await ls.warm_up()
         except Exception as exc:
             ls.report_error("warming up the analysis", exc)
         # Everything loaded so far lives as long as the server: keep it out of GC passes.
@@ -108,10 +109,16 @@ def register_handlers(server: StitchServer) -> None:
             f"stitch-lsp {ls.version} ready ({mode}); GPUs: {gpus}; "
             f"commands: {', '.join(enabled) or 'none'}"
         )
-        ls.send_status(
-            "idle",
-            "stitch-lsp ready" if ls.jobs.devices else "stitch-lsp ready (no GPU: analysis only)",
-        )
+        if ls.torch_problem:
+            ls.log(f"stitch-lsp: {ls.torch_problem}", lsp.MessageType.Warning)
+            ready = "stitch-lsp ready (torch is missing: analysis and builds only)"
+        elif ls.jobs.devices:
+            ready = "stitch-lsp ready"
+        else:
+            ready = "stitch-lsp ready (no GPU: analysis only)"
+        ls.send_status("idle", ready)
+        if ls.watchdog is not None:
+            ls.watchdog.ready()
 
     @server.feature(lsp.SHUTDOWN)
     @guarded("shutdown")
@@ -184,18 +191,25 @@ def register_handlers(server: StitchServer) -> None:
 
     @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @guarded("documentSymbol", default=[])
-    def document_symbol(
+    async def document_symbol(
         ls: StitchServer, params: lsp.DocumentSymbolParams
-    ) -> list[lsp.DocumentSymbol]:
-        state = ls.documents.get(params.text_document.uri)
+    ) -> list[lsp.DocumentSymbol] | list[dict[str, Any]]:
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return []
-        return to_document_symbols(state.analysis.symbols)
+        if not state.off_loop:
+            return to_document_symbols(state.analysis.symbols)
+        # A large file's outline as JSON data, built in the analysis thread: for a 2 MB file
+        # building the LSP objects and converting them took 0.3 s.
+        symbols, convert = state.analysis.symbols, ls.protocol._converter
+        return await asyncio.get_running_loop().run_in_executor(
+            ls.analysis_executor, lambda: convert.unstructure(to_document_symbols(symbols))
+        )
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     @guarded("hover")
     async def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return None
         sections: list[str] = []
@@ -216,7 +230,7 @@ def register_handlers(server: StitchServer) -> None:
     # Registered at initialize, and only when some feature provides lenses/actions.
     @guarded("codeLens", default=[])
     async def code_lens(ls: StitchServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return []
         lenses: list[lsp.CodeLens] = []
@@ -228,7 +242,7 @@ def register_handlers(server: StitchServer) -> None:
     async def code_action(
         ls: StitchServer, params: lsp.CodeActionParams
     ) -> list[lsp.CodeAction | lsp.Command]:
-        state = ls.documents.get(params.text_document.uri)
+        state = await _ready(ls, params.text_document.uri)
         if state is None:
             return []
         actions: list[lsp.CodeAction | lsp.Command] = []
@@ -309,11 +323,28 @@ def register_handlers(server: StitchServer) -> None:
                 }
                 for uri, d in ls.documents.items()
             ],
+            "loop": ls.watchdog.figures() if ls.watchdog is not None else None,
+            "pendingHandlers": len(ls.protocol._request_futures),
             "time": time.time(),
         }
 
 
 # ---- helpers ------------------------------------------------------------------------------------
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (a pydantic error runs to many)."""
+    lines = str(exc).strip().splitlines()
+    more = f" (+{len(lines) - 1} more lines in the log)" if len(lines) > 1 else ""
+    return (lines[0][:300] if lines else type(exc).__name__) + more
+
+
+async def _ready(ls: StitchServer, uri: str) -> OpenDocument | None:
+    """The open document with its analysis current (computed off the loop when it is large)."""
+    state = ls.documents.get(uri)
+    if state is not None:
+        await state.ensure_analysis(ls.analysis_executor)
+    return state
 
 
 def _allowed(ls: StitchServer, command: str) -> bool:
@@ -342,8 +373,14 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if isinstance(exc, ValueError) and not isinstance(exc, ValidationError):
+                # the commands' own word for arguments they cannot use
+                raise JsonRpcInvalidParams(f"{spec.name}: {one_line(exc)}") from None
+            # The traceback goes to the log; the editor gets one line.
             ls.report_error(f"command {spec.name}", exc)
-            raise
+            raise JsonRpcInternalError(
+                f"{spec.name} failed: {type(exc).__name__}: {one_line(exc)}"
+            ) from None
 
     ls.command(spec.name)(command)
 

@@ -16,7 +16,7 @@ Usage from a feature module:
 
     spec = JobSpec(kind="verify", uri=uri, version=v, run=my_coroutine,
                    cache_key=content_key(text, "verify", {"trials": s.trials}))
-    outcome = await server.jobs.submit(spec).wait()
+    outcome = await server.jobs.run(spec)  # submit + wait; cancelling the wait cancels the job
 
 `run` receives a `JobContext`: `ctx.device`, `ctx.report(...)`, `ctx.cancel_event`
 (a threading.Event for blocking code), `await ctx.run_worker(call)` and
@@ -236,6 +236,8 @@ class JobScheduler:
         self._cache_size = cache_size
         self.on_change: Callable[[], None] | None = None
         """Called whenever a job is queued, starts, reports or ends (the jobs view listens)."""
+        # Why no GPU job can run although GPUs may exist (torch missing for the workers).
+        self.unavailable: str | None = None
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -255,7 +257,9 @@ class JobScheduler:
             if self.devices:
                 self._enqueue(job)
             else:
-                self._finish(job, JobOutcome(JobState.no_gpu, message=no_gpu_message()))
+                self._finish(
+                    job, JobOutcome(JobState.no_gpu, message=self.unavailable or no_gpu_message())
+                )
 
     def submit(self, spec: JobSpec) -> Job:
         """Queue a job. Returns at once; `await job.wait()` for the outcome."""
@@ -276,7 +280,8 @@ class JobScheduler:
             self._finish(job, JobOutcome(JobState.untrusted, message=message))
             return job
         if spec.needs_gpu and not self.devices:
-            self._finish(job, JobOutcome(JobState.no_gpu, message=no_gpu_message()))
+            message = self.unavailable or no_gpu_message()
+            self._finish(job, JobOutcome(JobState.no_gpu, message=message))
             return job
         self._active[spec.key] = job
         if spec.needs_gpu:
@@ -285,6 +290,16 @@ class JobScheduler:
             job.task = asyncio.get_running_loop().create_task(self._run_cpu(job))
         self._changed()
         return job
+
+    async def run(self, spec: JobSpec) -> JobOutcome:
+        """Submit and wait. When the waiter is cancelled (the editor cancelled its request), the
+        job is cancelled too: its workers are stopped and it writes nothing."""
+        job = self.submit(spec)
+        try:
+            return await job.wait()
+        except asyncio.CancelledError:
+            self.cancel(job, "cancelled by the editor")
+            raise
 
     def cancel(self, job: Job | JobKey, reason: str = "cancelled") -> bool:
         """Cancel a queued or running job (or the active job with that key)."""

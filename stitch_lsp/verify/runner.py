@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from stitch_lsp.config import Settings
 from stitch_lsp.gpus import inventory, visible_gpus
@@ -67,10 +69,13 @@ def verify(
     exploit_checks: bool = True,
     extra_baselines: bool | None = None,
     launcher: WorkerLauncher | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> VerifyResult:
     """Verify `candidate` (its ModelNew) against `reference` (its Model). Never raises for a bad
     candidate: every outcome is a VerifyResult with a status. `extra_baselines` None: the
-    setting decides."""
+    setting decides. `progress` hears each stage as it starts (static checks, then the
+    worker's phases: import, build, correctness, ...)."""
+    say = progress or (lambda _stage: None)
     start = time.perf_counter()
     reference = Path(reference).resolve()
     candidate = Path(candidate).resolve()
@@ -82,6 +87,7 @@ def verify(
                 reference=str(reference),
                 candidate=str(candidate),
             )
+    say("static checks")
     statics = static_findings(reference, candidate, settings) or []
     errors = [f for f in statics if f.severity is Severity.error]
     if errors:
@@ -129,6 +135,7 @@ def verify(
         extra_baselines=settings.extra_baselines if extra_baselines is None else extra_baselines,
         exploit_checks=exploit_checks,
     )
+    say("starting the worker" + (f" on {chosen}" if worker_device else " (build only)"))
     result = run_worker(
         request,
         python=settings.python_for_workers,
@@ -137,6 +144,7 @@ def verify(
         cancel=cancel,
         cwd=candidate.parent,
         launcher=launcher,
+        progress=progress,
     )
     if not is_remote(launcher):
         result.device = worker_device and chosen
@@ -154,12 +162,14 @@ def run_worker(
     cancel: threading.Event | None = None,
     cwd: Path | None = None,
     launcher: WorkerLauncher | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> VerifyResult:
     """Run one verify worker; turn every way it can end into a VerifyResult.
 
     `env` holds overrides of the worker environment (CUDA_VISIBLE_DEVICES). The worker runs in
     the candidate's folder (relative `load(sources=...)` paths resolve as in a script run from
-    there), but that folder is never on its import path.
+    there), but that folder is never on its import path. `progress` hears each phase the
+    worker enters, in words (`PHASES`).
     """
     call = WorkerCall(
         module=WORKER_ENTRY_POINTS["verify"],
@@ -170,6 +180,7 @@ def run_worker(
         env=env or {},
         cwd=cwd,
         label="the verify worker",
+        on_partial=_phase_reporter(progress) if progress is not None else None,
     )
     try:
         reply = run_launched(call, cancel, launcher)
@@ -235,3 +246,26 @@ def _run_finding(request: VerifyRequest, result: VerifyResult) -> Finding:
         message=result.message,
         source="stitch-verify",
     )
+
+
+PHASES = {
+    "import": "importing the reference and the candidate",
+    "build": "building",
+    "correctness": "checking correctness",
+    "exploits": "checking for exploits",
+    "timing": "timing against the baselines",
+    "done": "done",
+}
+
+
+def _phase_reporter(progress: Callable[[str], None]) -> Callable[[dict[str, Any]], None]:
+    """The worker saves its result at every phase: each new phase in it, told once, in words."""
+    seen = {"phase": "start"}
+
+    def partial(data: dict[str, Any]) -> None:
+        phase = data.get("phase")
+        if isinstance(phase, str) and phase != seen["phase"]:
+            seen["phase"] = phase
+            progress(PHASES.get(phase, phase))
+
+    return partial

@@ -18,6 +18,7 @@ runs the worker as a local subprocess:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -25,12 +26,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -115,6 +116,9 @@ class WorkerCall(Generic[ResT]):
     """Working folder; None: the run's private folder. Never on sys.path either way."""
     label: str = "worker"
     """How messages name this worker: 'the verify worker'."""
+    on_partial: Callable[[dict[str, Any]], None] | None = None
+    """Called with the result the worker has saved so far (as JSON data) each time it saves
+    one, while it runs; a launcher that cannot see it (a remote one) never calls it."""
 
 
 @dataclass(frozen=True)
@@ -223,7 +227,8 @@ class LocalLauncher:
                 with self._lock:
                     self._live.add(proc)
                 try:
-                    ended = _wait(proc, call.timeout_s, cancel)
+                    watch = _PartialWatch(res_path, call.on_partial)
+                    ended = _wait(proc, call.timeout_s, cancel, watch)
                 finally:
                     with self._lock:
                         self._live.discard(proc)
@@ -264,9 +269,38 @@ def _failure(
     return WorkerErrorKind.no_result, f"{call.label} wrote no result ({problem})"
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float, cancel: threading.Event | None) -> str:
+class _PartialWatch:
+    """Reads a worker's result file when its mtime moves, and hands the data on."""
+
+    def __init__(self, path: Path, on_partial: Callable[[dict[str, Any]], None] | None) -> None:
+        self.path = path
+        self.on_partial = on_partial
+        self.mtime = 0
+
+    def __call__(self) -> None:
+        if self.on_partial is None:
+            return
+        try:
+            mtime = self.path.stat().st_mtime_ns
+            if mtime == self.mtime:
+                return
+            self.mtime = mtime
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # not there yet, or caught mid-write
+            return
+        if isinstance(data, dict):
+            self.on_partial(data)
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    timeout_s: float,
+    cancel: threading.Event | None,
+    watch: Callable[[], None] = lambda: None,
+) -> str:
     deadline = time.monotonic() + timeout_s
     while True:
+        watch()
         try:
             proc.wait(timeout=POLL_S)
             _signal_group(proc, signal.SIGKILL)  # anything it left running in its group

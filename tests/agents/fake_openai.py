@@ -3,8 +3,10 @@
 Requests are routed by their system prompt: the Planner's, the rubric judge's, and the Coder's
 each have their own script. Every request is recorded for assertions. A scripted step is a reply
 text, a function of the request's last user message that returns the reply text (a scripted Coder
-that edits the program it is shown), or a `Fail` that answers with an HTTP status, hangs past the
-client's timeout, or cuts the reply at max tokens.
+that edits the program it is shown), or a `Fail` that answers with an HTTP status (with a
+Retry-After header if asked), hangs past the client's timeout, cuts the reply at max tokens,
+trickles its body one byte at a time, or sends a body that is not JSON (garbage) or JSON cut off
+in the middle.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class Fail:
     hang_s: float = 0.0
     truncated: bool = False
     text: str = "server error"
+    retry_after: str | None = None  # the Retry-After header of an error reply
+    trickle_s: float = 0.0  # send a good reply's body one byte every trickle_s seconds
+    garbage: bool = False  # status 200 with a body that is not JSON
+    cut_json: bool = False  # status 200 with a JSON body cut off halfway
 
 
 Step = str | Fail | Callable[[str], str]
@@ -38,6 +44,7 @@ class Script:
     planner: deque[Step] = field(default_factory=deque)
     judge: deque[Step] = field(default_factory=deque)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)  # ends trickles at exit
 
     def role_of(self, body: dict[str, Any]) -> str:
         system = next((m["content"] for m in body.get("messages", []) if m["role"] == "system"), "")
@@ -87,22 +94,54 @@ class FakeOpenAI:
                 if isinstance(step, Fail):
                     if step.hang_s:
                         time.sleep(step.hang_s)
+                    if step.garbage:
+                        self._send_raw(200, b"<html>502 Bad Gateway</html>\x00\xff garbage")
+                        return
+                    if step.cut_json:
+                        data = json.dumps(_completion(body, step.text, "stop")).encode()
+                        self._send_raw(200, data[: len(data) // 2])
+                        return
+                    if step.trickle_s:
+                        data = json.dumps(_completion(body, step.text, "stop")).encode()
+                        self._send_raw(200, data, trickle_s=step.trickle_s)
+                        return
                     if not step.truncated:
-                        self._send(step.status, {"error": {"message": step.text}})
+                        headers = {"Retry-After": step.retry_after} if step.retry_after else {}
+                        self._send(step.status, {"error": {"message": step.text}}, headers)
                         return
                     self._send(200, _completion(body, step.text, "length"))
                     return
                 self._send(200, _completion(body, step, "stop"))
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), headers=headers)
+
+            def _send_raw(
+                self,
+                status: int,
+                data: bytes,
+                *,
+                headers: dict[str, str] | None = None,
+                trickle_s: float = 0.0,
+            ) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
                     self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
+                    if not trickle_s:
+                        self.wfile.write(data)
+                        return
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        if script.stop.wait(trickle_s):
+                            return
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -118,6 +157,7 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.script.stop.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

@@ -169,7 +169,7 @@ L3: dict[str, str] = {
     ),
     "sdpa_mask_scale": model(
         "",
-        "mask = torch.ones(7, 9, dtype=torch.bool).tril(diagonal=2)\n"
+        "mask = torch.ones(7, 9, dtype=torch.bool, device=q.device).tril(diagonal=2)\n"
         "return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)",
         "torch.randn(2, 7, 6), torch.randn(2, 9, 6), torch.randn(2, 9, 4)",
         "q, k, v",

@@ -75,3 +75,15 @@ def test_op_families_compile(tmp_path: Path) -> None:
         assert cand.handled and cand.cuda_source, (name, cand.reason)
         sources[name] = cand.cuda_source if _has_cublas() else _cuda(path)
     _compile_all(sources)
+
+
+def test_reductions_over_two_slices_of_one_tensor_keep_two_accumulators(tmp_path: Path) -> None:
+    """`rows[1].sum() * rows[0].mean()` reads the same tensor at two offsets: fused into one
+    reduction kernel, each needs its own accumulator (sharing one computed rows[1] twice)."""
+    cand = generate_for(write_problem(tmp_path, "split_sizes_unbind", L3["split_sizes_unbind"]))
+    assert cand.handled, cand.reason
+    source = cand.source or ""
+    start = source.index("__global__", source.index("fuses: .sum()"))
+    kernel = source[start : source.index('extern "C"', start)]
+    assert "s1.push(" in kernel and "block_allreduce<SumS>(s1" in kernel
+    assert "__ldg(in0 + 7 + f)" in kernel and "__ldg(in0 + f)" in kernel

@@ -126,6 +126,11 @@ local ok, err = pcall(function()
     end
   end
 
+  -- The status follows device discovery, which may finish after the first diagnostics.
+  vim.wait(15000, function()
+    return #result.statuses > 0
+  end, 50)
+
   vim.lsp.stop_client(client_id)
   vim.wait(10000, function()
     return result.exit_code ~= nil

@@ -564,7 +564,8 @@ class Codegen:
         assert lay is not None
         a, b, c = lay.dims
         tile = lay.kind == "tile"
-        # Slots: one accumulator per distinct (kind, input) reduction.
+        # Slots: one accumulator per distinct (kind, input) reduction. The input is the whole
+        # Use: two slices of one tensor (offsets, strides) are different inputs.
         slots: dict[tuple[object, ...], str] = {}
         slot_nodes: dict[str, list[Node]] = {}
         slot_input: dict[str, Use] = {}
@@ -575,7 +576,7 @@ class Codegen:
                 continue
             x = n.args[0]
             assert isinstance(x, Use)
-            key = (n.fn, x.vid, x.shape, tuple(n.params["axes"]))  # type: ignore[arg-type]
+            key = (n.fn, x, tuple(n.params["axes"]))  # type: ignore[arg-type]
             if key not in slots:
                 s = f"s{len(slots)}"
                 slots[key] = s

@@ -131,6 +131,13 @@ async def run_generation(
     reference, start_from, problem = _inputs(doc, path, optimize)
     if reference is None:
         return fail(ls, problem or "no reference to work from")
+    from stitch_lsp.agents.reference_check import reference_problem
+
+    problem = await asyncio.get_running_loop().run_in_executor(
+        ls.analysis_executor, reference_problem, reference, ls.settings
+    )
+    if problem is not None:  # nothing for a model to implement: refuse before any call
+        return fail(ls, f"{problem}; nothing was generated")
     compile_only = not ls.jobs.devices
     if optimize and compile_only:
         return fail(ls, "Optimizing needs a CUDA GPU to measure speed; none is visible here.")
@@ -150,14 +157,16 @@ async def run_generation(
     out_dir = generated_file_folder(reference, path, roots)
 
     async def run(ctx: JobContext) -> RunResult:
-        from stitch_lsp.agents.runner import build_loop
-
         loop = asyncio.get_running_loop()
 
         def progress(message: str) -> None:
             loop.call_soon_threadsafe(ctx.report, message)
 
         def blocking() -> RunResult:
+            # Imported here, in the job's thread: the agents pull in openai, whose import took
+            # 1.8 s and, on the event loop, was its longest block.
+            from stitch_lsp.agents.runner import build_loop
+
             gl = build_loop(reference, settings, compile_only=compile_only, root=root,
                             reference_label=label, cancel=ctx.cancel_event, progress=progress,
                             device=ctx.device, trajectories=trajectories)  # fmt: skip
@@ -173,11 +182,13 @@ async def run_generation(
         uri=uri,
         version=doc.version if doc is not None else None,
         needs_gpu=not compile_only,
-        cancel_on_change=False,  # the loop works from the saved file; edits may go on meanwhile
+        # An edit to the reference makes the run's result describe old code: cancelled, like a
+        # cancel from the editor (no more LLM calls, nothing written).
+        cancel_on_change=True,
         title=f"stitch: {verb} {path.name}",
         summarize=lambda r: (r.message, r.best.verdict.speedup if r.best else None),
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     result = outcome.result
     if outcome.state is JobState.cancelled:
         return CommandResult(ok=False, state="cancelled", message=outcome.message or "cancelled")
@@ -319,12 +330,12 @@ def _summary_title(result: RunResult) -> str:
     if best is None:
         return f"stitch: no attempt accepted ({n} tried) — {result.stopped}"
     rub = f" · rubric {best.rubric_total}/20" if best.rubric_total is not None else ""
-    if best.verdict.status == "compiled":
-        head = "compiled, NOT verified (no GPU)"
-    else:
-        head = f"{best.verdict.speedup or 0:.2f}x over eager"
     name = Path(result.output).name if result.output else ""
-    return f"stitch: {head} · attempt {best.index}/{n}{rub}" + (f" → {name}" if name else "")
+    if best.verdict.status == "compiled":  # nothing was measured: no "k/n" that reads as a score
+        head = f"compiled, NOT verified (no GPU) · attempt {best.index}"
+    else:
+        head = f"{best.verdict.speedup or 0:.2f}x over eager · attempt {best.index}/{n}"
+    return f"stitch: {head}{rub}" + (f" → {name}" if name else "")
 
 
 # ---- helpers --------------------------------------------------------------------------------

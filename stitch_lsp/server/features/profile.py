@@ -14,6 +14,7 @@ Commands:
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from stitch_lsp.server.features.common import (
 from stitch_lsp.server.features.results import profile_reference, remember_profile
 
 if TYPE_CHECKING:
+    from stitch_lsp.profile.pipeline import MappedReport
     from stitch_lsp.server.app import StitchServer
     from stitch_lsp.server.documents import OpenDocument
     from stitch_lsp.server.jobs import JobContext
@@ -178,7 +180,7 @@ def register(server: StitchServer) -> None:
             return CommandResult(ok=False, message=run.error or "the report could not be read")
         if a.uri is not None and (doc := ls.documents.get(a.uri)) is not None:
             remember_profile(ls, a.uri, doc.text, run)  # the results panel of the file it was for
-        return apply_report(ls, store, run.report, a.uri, a.map)
+        return await apply_report(ls, store, run.report, a.uri, a.map)
 
     async def profile(ls: StitchServer, *args: Any) -> CommandResult:
         a = arguments(ProfileArgs, args, PROFILE)
@@ -203,7 +205,7 @@ def register(server: StitchServer) -> None:
 # ---- applying a report ------------------------------------------------------------------------
 
 
-def apply_report(
+async def apply_report(
     ls: StitchServer,
     store: ProfileStore,
     report: ProfileReport,
@@ -211,19 +213,24 @@ def apply_report(
     maps: dict[str, str] | None = None,
     speedup: float | None = None,
 ) -> ProfileCommandResult:
-    """Map a report onto open documents and workspace files; store and publish the findings."""
-    from stitch_lsp.profile.pipeline import map_report, source_mapper
+    """Map a report onto open documents and workspace files; store and publish the findings.
 
+    The mapping reads up to 500 workspace files, so it runs in a worker thread, over a bounded
+    walk of the workspace only; storing and publishing happen back on the loop."""
     open_docs = {
         str(d.path.resolve()): d for d in list(ls.documents.values()) if d.path is not None
     }
-    roots: list[Path] = [Path(p) for p in open_docs]
+    texts = {p: d.text for p, d in open_docs.items()}
     origin = uri_to_path(origin_uri) if origin_uri else None
-    if origin is not None:
-        roots.append(origin.parent)
-    texts = {Path(p): d.text for p, d in open_docs.items()}
-    mapper = source_mapper(report, roots, maps=maps, texts=texts, preferred=origin, limit=500)
-    mapped = map_report(report, mapper, origin)
+    mapped, mapped_texts = await asyncio.get_running_loop().run_in_executor(
+        ls.analysis_executor,
+        _map_in_thread,
+        report,
+        texts,
+        origin,
+        maps or {},
+        ls.workspace_roots(),
+    )
     per_path = mapped.findings_by_path()
     kernels_at: dict[str, list[tuple[ProfileResult, int]]] = {}
     for k in mapped.kernels:
@@ -231,8 +238,8 @@ def apply_report(
             kernels_at.setdefault(str(k.place.path.resolve()), []).append((k.kernel, k.place.line))
     touched: list[str] = []
     for path in set(per_path) | set(kernels_at):
-        doc = open_docs.get(path)
-        text = doc.text if doc is not None else mapper.text_of(Path(path))
+        doc = ls.documents.get(open_docs[path].uri) if path in open_docs else None
+        text = mapped_texts.get(path)  # the text it was mapped on: an edit since makes it stale
         if text is None:
             continue
         uri = doc.uri if doc is not None else Path(path).as_uri()
@@ -257,6 +264,45 @@ def apply_report(
         kernels=[k.summary for k in mapped.kernels],
         unmapped=mapped.unmapped,
     )
+
+
+def _map_in_thread(
+    report: ProfileReport,
+    open_texts: dict[str, str],
+    origin: Path | None,
+    maps: dict[str, str],
+    workspace: list[Path],
+) -> tuple[MappedReport, dict[str, str]]:
+    """The mapping, and the text of each file it placed something on (thread-safe: it only
+    reads files). The report's own folder is searched only inside the workspace: a report
+    opened from `/` walked and sorted the whole disk (13 s); outside, the origin file alone."""
+    from stitch_lsp.profile.pipeline import map_report, source_mapper
+
+    roots: list[Path] = [Path(p) for p in open_texts]
+    if origin is not None:
+        inside = any(_within(origin, folder) for folder in workspace)
+        roots.append(origin.parent if inside else origin)
+    texts = {Path(p): t for p, t in open_texts.items()}
+    mapper = source_mapper(report, roots, maps=maps, texts=texts, preferred=origin, limit=500)
+    mapped = map_report(report, mapper, origin)
+    placed = set(mapped.findings_by_path())
+    placed |= {str(k.place.path.resolve()) for k in mapped.kernels if k.place is not None}
+    mapped_texts = {}
+    for path in placed:
+        text = open_texts.get(path)
+        if text is None:
+            text = mapper.text_of(Path(path))
+        if text is not None:
+            mapped_texts[path] = text
+    return mapped, mapped_texts
+
+
+def _within(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
 
 
 async def _run_worker(
@@ -314,7 +360,7 @@ async def _read_report(ls: StitchServer, uri: str | None, report_path: str) -> P
             None,
         ),
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     if isinstance(outcome.result, ProfileRun):
         return outcome.result
     from stitch_lsp.models.profile import ProfileErrorKind
@@ -366,12 +412,12 @@ async def start_profile(
         title=f"ncu: profiling {path.name}",
         summarize=_summarize_run,
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     result = outcome.result
     if outcome.state in (JobState.done, JobState.cached) and isinstance(result, ProfileRun):
         if result.ok and result.report is not None:
             remember_profile(ls, uri, text, result)
-            summary = apply_report(ls, store, result.report, uri)
+            summary = await apply_report(ls, store, result.report, uri)
             summary.cached = outcome.state is JobState.cached
             summary.wall_seconds = result.wall_s
             summary.ncu_seconds = result.ncu_s

@@ -243,10 +243,14 @@ async def start_verify(
         depends_on=frozenset({path_key(reference)}),
         cancel_on_change=False,  # it runs the saved file; the result is keyed by that text
         title=f"stitch: verifying {path.name}"
-        + (" (compile only: no GPU)" if compile_only else ""),
+        + (
+            f" (compile only: {'torch missing' if ls.torch_problem else 'no GPU'})"
+            if compile_only
+            else ""
+        ),
         summarize=lambda r: (f"verify {path.name}: {result_title(r)}", _speedup(r)),
     )
-    outcome = await ls.jobs.submit(spec).wait()
+    outcome = await ls.jobs.run(spec)
     result = outcome.result
     if outcome.state is JobState.cancelled:
         return CommandResult(ok=False, state="cancelled", message=outcome.message or "cancelled")
@@ -333,7 +337,8 @@ def result_title(result: VerifyResult) -> str:
         return f"compile error ({n})" if n else "compile error"
     if s is VerifyStatus.no_gpu:
         built = result.build is not None and result.build.kind != "none"
-        return "compiled (no GPU: not run)" if built else "nothing to compile (no GPU: not run)"
+        why = "torch missing" if "torch is not installed" in result.message else "no GPU"
+        return f"compiled ({why}: not run)" if built else f"nothing to compile ({why}: not run)"
     if s is VerifyStatus.incorrect:
         return "✗ incorrect" + _mismatch(result)
     if s is VerifyStatus.exploit:
