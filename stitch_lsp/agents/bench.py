@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from stitch_lsp.config import Settings
+from stitch_lsp.models.base import Record
 
 
-class BenchRow(BaseModel):
+class BenchRow(Record):
     problem: str
     handled: bool
     correct: bool = False
@@ -47,7 +48,7 @@ class BenchRow(BaseModel):
     verify_s: float = 0.0
 
 
-class BenchSummary(BaseModel):
+class BenchSummary(Record):
     problems: int
     handled: int
     correct: int
@@ -74,7 +75,7 @@ class BenchSummary(BaseModel):
     )
 
 
-class BenchReport(BaseModel):
+class BenchReport(Record):
     folder: str
     coder: str
     devices: list[str]

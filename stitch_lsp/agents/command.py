@@ -213,12 +213,13 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     best = result.best
     if best is not None and best.code is not None and result.stopped != "cancelled":
         out = args.output or free_name(reference)
-        text: str | None = with_header(best.code, reference, out)
+        header_text = with_header(best.code, reference, out)
+        text: str | None = header_text
         if args.standalone:
             from stitch_lsp.export.standalone import ExportError, export_standalone
 
             try:
-                text = export_standalone(text)
+                text = export_standalone(header_text)
             except ExportError as exc:
                 text = None
                 result.message = (

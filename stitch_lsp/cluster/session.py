@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from pydantic import BaseModel
-
 from stitch_lsp.cluster import RAY_MISSING
+from stitch_lsp.models.base import Record
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ def require_ray() -> ModuleType:
         raise ClusterUnavailable(RAY_MISSING) from exc
 
 
-class ClusterStatus(BaseModel):
+class ClusterStatus(Record):
     """What the status bar and the CLI say about the cluster."""
 
     address: str

@@ -9,8 +9,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from stitch_lsp.models.base import Record
 from stitch_lsp.models.findings import Finding
 from stitch_lsp.models.verify import Timeline
 
@@ -27,7 +28,7 @@ class CoderStage(str, Enum):
 # ---------------------------------------------------------------- planner analysis (torch worker)
 
 
-class HardwareSpec(BaseModel):
+class HardwareSpec(Record):
     """The GPU the plan targets; peak figures feed the roofline floor."""
 
     name: str
@@ -41,12 +42,12 @@ class HardwareSpec(BaseModel):
     present: bool = Field(False, description="True when this GPU was seen by the worker.")
 
 
-class TensorMeta(BaseModel):
+class TensorMeta(Record):
     shape: list[int]
     dtype: str
 
 
-class OpCost(BaseModel):
+class OpCost(Record):
     """One node of the reference graph with its work and its lower bound on the target GPU."""
 
     node: str
@@ -61,25 +62,25 @@ class OpCost(BaseModel):
     line: int | None = Field(None, description="The reference's source line that spells this op.")
 
 
-class KernelTime(BaseModel):
+class KernelTime(Record):
     name: str
     device_ms: float
     calls: int
 
 
-class PlannerRequest(BaseModel):
+class PlannerRequest(Record):
     """What the planner's torch worker analyses: one reference file, optionally timed on the GPU."""
 
     reference: str
     profile: bool = False
 
 
-class ScaffoldInput(BaseModel):
+class ScaffoldInput(Record):
     name: str
     meta: TensorMeta | None = Field(None, description="None when the input is not one tensor.")
 
 
-class ScaffoldStatement(BaseModel):
+class ScaffoldStatement(Record):
     """One op of the flattened forward, as torch.fx writes it (`conv1 = self.conv1(x)`)."""
 
     node: str = Field(description="The fx node name, which is also the variable it assigns.")
@@ -89,7 +90,7 @@ class ScaffoldStatement(BaseModel):
     meta: TensorMeta | None = Field(None, description="Its value, when that is one tensor.")
 
 
-class ForwardScaffold(BaseModel):
+class ForwardScaffold(Record):
     """The reference as a runnable all-PyTorch ModelNew whose forward names every op.
 
     Partial programs start from it: the statements of a fusion group are the lines a subtask
@@ -107,7 +108,7 @@ class ForwardScaffold(BaseModel):
     output_args: list[str] = Field(default_factory=list, description="The nodes it returns.")
 
 
-class ReferenceAnalysis(BaseModel):
+class ReferenceAnalysis(Record):
     """Deterministic facts about the reference, computed in a torch worker."""
 
     module: str = "Model"
@@ -136,14 +137,14 @@ class ReferenceAnalysis(BaseModel):
 # ---------------------------------------------------------------- plans
 
 
-class FusionGroup(BaseModel):
+class FusionGroup(Record):
     name: str
     ops: list[str] = Field(description="fx node names (or op names) fused into one kernel.")
     anchor: str | None = Field(None, description="The heavy op the group is built around.")
     rationale: str = ""
 
 
-class Plan(BaseModel):
+class Plan(Record):
     """The Planner's answer (StitchCUDA's strict-JSON plan), optionally written by an LLM."""
 
     summary: str
@@ -164,14 +165,14 @@ class Plan(BaseModel):
 # ---------------------------------------------------------------- subtasks (step by step)
 
 
-class SubtaskOp(BaseModel):
+class SubtaskOp(Record):
     node: str
     op: str
     shapes: list[list[int]] = Field(default_factory=list, description="Its output shapes.")
     line: int | None = None
 
 
-class Subtask(BaseModel):
+class Subtask(Record):
     """One step of a step-by-step run: a fusion group (or a few adjacent ones) to write in CUDA
     while the rest of the program stays PyTorch."""
 
@@ -203,7 +204,7 @@ class Subtask(BaseModel):
         )
 
 
-class SubtaskRef(BaseModel):
+class SubtaskRef(Record):
     """What an attempt record says about its subtask."""
 
     index: int
@@ -218,7 +219,7 @@ class SubtaskRef(BaseModel):
 SubtaskStatus = Literal["done", "seeded", "covered", "failed", "stopped", "not_reached"]
 
 
-class SubtaskOutcome(BaseModel):
+class SubtaskOutcome(Record):
     """How one subtask ended: done (the Coder's code passed), seeded (the builtin generator's
     code passed), covered (the builtin's whole program already did it), failed (left in PyTorch),
     stopped (the run ended during it), not_reached (the run ended first)."""
@@ -247,7 +248,7 @@ VerifyStatus = Literal[
 ]
 
 
-class Verdict(BaseModel):
+class Verdict(Record):
     """The Verifier's answer for one candidate, reduced to what the loop and the Coder use.
 
     `compiled` means the compile-only stage passed (no GPU): correctness and speed are unknown.
@@ -297,12 +298,12 @@ class Verdict(BaseModel):
 # ---------------------------------------------------------------- rubric and attempts
 
 
-class RubricItem(BaseModel):
+class RubricItem(Record):
     score: int = Field(ge=1, le=5)
     reasons: list[str] = Field(default_factory=list)
 
 
-class Rubric(BaseModel):
+class Rubric(Record):
     """StitchCUDA's four rubric items, 1 to 5 each."""
 
     anti_hacking: RubricItem
@@ -322,7 +323,7 @@ class Rubric(BaseModel):
         )
 
 
-class Attempt(BaseModel):
+class Attempt(Record):
     index: int = Field(
         ge=0, description="0: the version the run started from (not a Coder attempt)."
     )
@@ -348,7 +349,7 @@ class Attempt(BaseModel):
     )
 
 
-class RunResult(BaseModel):
+class RunResult(Record):
     """What a generate run produced; the CLI prints it and the editor shows it."""
 
     reference: str

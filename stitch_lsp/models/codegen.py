@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from stitch_lsp.models.base import Record
 
 GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]
 
 
-class FusionGroup(BaseModel):
+class FusionGroup(Record):
     """One kernel or library call of a generated candidate and the reference ops it covers."""
 
     name: str = Field(description="Launcher name in the generated CUDA, or the PyTorch call.")
@@ -27,7 +29,7 @@ class FusionGroup(BaseModel):
     lines: list[int] = Field(default_factory=list, description="Reference source lines covered.")
 
 
-class GenerateRequest(BaseModel):
+class GenerateRequest(Record):
     reference: str = Field(description="Absolute path of the reference problem file.")
     candidate_dir: str | None = Field(
         None, description="Folder the candidate will be written into; sets the header's path."
@@ -37,7 +39,7 @@ class GenerateRequest(BaseModel):
     )
 
 
-class BuiltinCandidate(BaseModel):
+class BuiltinCandidate(Record):
     """What the builtin coder made of a reference: a KernelBench-format candidate, or why not."""
 
     handled: bool
@@ -49,11 +51,11 @@ class BuiltinCandidate(BaseModel):
     seconds: float = 0.0
 
 
-class GenerateBatch(BaseModel):
+class GenerateBatch(Record):
     """Several references in one worker, so `import torch` is paid once (the bench uses this)."""
 
     items: list[GenerateRequest]
 
 
-class CandidateBatch(BaseModel):
+class CandidateBatch(Record):
     items: list[BuiltinCandidate]

@@ -9,20 +9,23 @@ scheduler job did not finish (`cancelled`, `no_gpu`, `untrusted`, ...).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from stitch_lsp.models.base import Record
 from stitch_lsp.models.profile import KernelSummary
 
 
-class WireModel(BaseModel):
+class WireModel(Record):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     def to_wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
+        data: dict[str, Any] = json.loads(self.model_dump_json(by_alias=True))
+        return data
 
 
 A = TypeVar("A", bound=WireModel)

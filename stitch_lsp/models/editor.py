@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from stitch_lsp.models.base import Record
 
 JOBS_METHOD = "stitch/jobs"
 """Request (client -> server) and notification (server -> client): the running and queued jobs."""
@@ -21,7 +23,7 @@ CANCEL_COMMAND = "stitch.cancel"
 """`workspace/executeCommand`: [] cancels every job, [{id}] one job, [{uri}] a file's jobs."""
 
 
-class CamelModel(BaseModel):
+class CamelModel(Record):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     def to_json(self) -> dict:

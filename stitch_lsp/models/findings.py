@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from stitch_lsp.models.base import Record
 
 
 class Severity(str, Enum):
@@ -14,7 +16,7 @@ class Severity(str, Enum):
     hint = "hint"
 
 
-class Finding(BaseModel):
+class Finding(Record):
     """One diagnostic. `line` and `column` are 1-based, as editors and compilers print them."""
 
     path: str
@@ -29,7 +31,7 @@ class Finding(BaseModel):
     url: str | None = None
 
 
-class CheckReport(BaseModel):
+class CheckReport(Record):
     diagnostics: list[Finding] = Field(default_factory=list)
 
     @property

@@ -9,8 +9,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import ConfigDict, Field, RootModel
 from pydantic.alias_generators import to_camel
+
+from stitch_lsp.models.base import Record
 
 
 class Bottleneck(str, Enum):
@@ -21,7 +23,7 @@ class Bottleneck(str, Enum):
     unknown = "unknown"
 
 
-class RuleResult(BaseModel):
+class RuleResult(Record):
     """One ncu rule's verdict for one kernel (a rule may give several)."""
 
     rule_id: str
@@ -36,7 +38,7 @@ class RuleResult(BaseModel):
     locations: list[tuple[str, int]] = Field(default_factory=list)
 
 
-class SourceMarker(BaseModel):
+class SourceMarker(Record):
     """A rule message that ncu attached to a source line (kind 1) or to a SASS address (kind 0)."""
 
     rule_id: str
@@ -48,13 +50,13 @@ class SourceMarker(BaseModel):
     address: int | None = None
 
 
-class StallReason(BaseModel):
+class StallReason(Record):
     name: str
     samples: float
     pct: float = Field(description="share of all stall samples of the kernel")
 
 
-class LineHotspot(BaseModel):
+class LineHotspot(Record):
     """Per-source-line counters summed over the line's instructions (SourceCounters)."""
 
     path: str
@@ -70,7 +72,7 @@ class LineHotspot(BaseModel):
     )
 
 
-class Occupancy(BaseModel):
+class Occupancy(Record):
     theoretical_pct: float | None = None
     achieved_pct: float | None = None
     limiter: str | None = Field(
@@ -79,7 +81,7 @@ class Occupancy(BaseModel):
     block_limits: dict[str, float] = Field(default_factory=dict)
 
 
-class LaunchConfig(BaseModel):
+class LaunchConfig(Record):
     block: tuple[int, int, int] = (0, 0, 0)
     grid: tuple[int, int, int] = (0, 0, 0)
     block_size: int = 0
@@ -91,7 +93,7 @@ class LaunchConfig(BaseModel):
     sm_count: int | None = None
 
 
-class Roofline(BaseModel):
+class Roofline(Record):
     """Where the kernel sits against the FP32/FP64 roofline from DRAM bytes and FLOPs."""
 
     achieved_flops: float
@@ -104,7 +106,7 @@ class Roofline(BaseModel):
     pct_of_roof: float | None = Field(None, description="achieved FLOP/s over the roof at this AI")
 
 
-class ProfileResult(BaseModel):
+class ProfileResult(Record):
     """One profiled kernel launch."""
 
     name: str
@@ -132,7 +134,7 @@ class ProfileResult(BaseModel):
     source_first_line: int | None = None
 
 
-class ProfileReport(BaseModel):
+class ProfileReport(Record):
     """Everything read from one `.ncu-rep` file."""
 
     report_path: str
@@ -152,7 +154,7 @@ class ProfileErrorKind(str, Enum):
     failed = "failed"
 
 
-class ProfileRequest(BaseModel):
+class ProfileRequest(Record):
     """What the profile worker is asked to do."""
 
     kind: Literal["profile"] = "profile"
@@ -178,7 +180,7 @@ class ProfileRequest(BaseModel):
     )
 
 
-class ReportRequest(BaseModel):
+class ReportRequest(Record):
     """Read an existing `.ncu-rep` (no GPU, no user code): the profile worker's other job."""
 
     kind: Literal["read"] = "read"
@@ -192,7 +194,7 @@ class ProfileWorkerRequest(
     """Either job of the profile worker, told apart by `kind`."""
 
 
-class ProfileRun(BaseModel):
+class ProfileRun(Record):
     """The worker's answer: a report, or why there is none."""
 
     ok: bool
@@ -211,7 +213,7 @@ class ProfileRun(BaseModel):
     reference_error: str | None = Field(None, description="why the reference has no report")
 
 
-class KernelSummary(BaseModel):
+class KernelSummary(Record):
     """The per-kernel record in `stitch-lsp profile --json` (`kernels`, snake_case) and in the
     editor's profile command results (camelCase)."""
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
+
+from stitch_lsp.models.base import Record
 
 STATUS_METHOD = "stitch/status"
 """Server -> client notification that drives the status bar item."""
 
 
-class ClusterInfo(BaseModel):
+class ClusterInfo(Record):
     """The Ray cluster the server's jobs run on, as the status bar shows it."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
@@ -22,7 +24,7 @@ class ClusterInfo(BaseModel):
     error: str | None = None
 
 
-class StatusParams(BaseModel):
+class StatusParams(Record):
     """`stitch/status`: idle, running on the GPU, the last result, or an error."""
 
     state: Literal["idle", "running", "done", "error"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from stitch_lsp.models.base import Record
 from stitch_lsp.models.findings import Finding
 
 
@@ -19,7 +20,7 @@ class VerifyStatus(str, Enum):
     no_gpu = "no_gpu"
 
 
-class VerifyRequest(BaseModel):
+class VerifyRequest(Record):
     """One verify job, written by the server side to a file the worker reads."""
 
     reference: str
@@ -42,7 +43,7 @@ class VerifyRequest(BaseModel):
     seed: int = 42
 
 
-class BuildInfo(BaseModel):
+class BuildInfo(Record):
     kind: str = Field(description="fastcuda | load_inline | load | none")
     name: str = ""
     seconds: float = 0.0
@@ -53,7 +54,7 @@ class BuildInfo(BaseModel):
     log_tail: str = ""
 
 
-class TrialResult(BaseModel):
+class TrialResult(Record):
     index: int
     passed: bool
     output: int = Field(0, description="Which output of a tuple this refers to.")
@@ -74,7 +75,7 @@ class TrialResult(BaseModel):
     message: str = ""
 
 
-class PrecisionTrial(BaseModel):
+class PrecisionTrial(Record):
     """One output on one input set, against the reference run in float64."""
 
     inputs: str = Field(description="get_inputs, or the transform: signs, range, mantissa.")
@@ -89,7 +90,7 @@ class PrecisionTrial(BaseModel):
     downgrade: bool = False
 
 
-class PrecisionReport(BaseModel):
+class PrecisionReport(Record):
     """The float64 oracle: every trial, the thresholds it used, and what it skipped and why."""
 
     trials: list[PrecisionTrial] = Field(default_factory=list)
@@ -99,7 +100,7 @@ class PrecisionReport(BaseModel):
     note: str | None = Field(None, description="Why the oracle did not run, when it did not.")
 
 
-class CorrectnessReport(BaseModel):
+class CorrectnessReport(Record):
     passed: bool
     trials: list[TrialResult] = Field(default_factory=list)
     atol: float
@@ -110,7 +111,7 @@ class CorrectnessReport(BaseModel):
     precision: PrecisionReport | None = None
 
 
-class TimingStats(BaseModel):
+class TimingStats(Record):
     """Milliseconds over `n` timed runs (CUDA events, L2 flushed before each)."""
 
     median: float
@@ -121,7 +122,7 @@ class TimingStats(BaseModel):
     n: int
 
 
-class TimingReport(BaseModel):
+class TimingReport(Record):
     eager: TimingStats | None = None
     compiled: TimingStats | None = None
     graph: TimingStats | None = Field(
@@ -144,14 +145,14 @@ class TimingReport(BaseModel):
     flops: int | None = None
 
 
-class KernelShare(BaseModel):
+class KernelShare(Record):
     name: str
     ms: float = Field(description="GPU time per forward.")
     calls: float = Field(description="Launches per forward.")
     share: float = Field(description="Share of the forward's GPU work.")
 
 
-class Timeline(BaseModel):
+class Timeline(Record):
     """What the GPU did during one forward (torch.profiler / CUPTI, this process only)."""
 
     forwards: int = Field(description="Profiled forwards the figures are averaged over.")
@@ -174,19 +175,19 @@ class Timeline(BaseModel):
     note: str | None = None
 
 
-class TimelineReport(BaseModel):
+class TimelineReport(Record):
     reference: Timeline | None = None
     candidate: Timeline | None = None
     note: str | None = Field(None, description="Why a timeline is missing.")
 
 
-class ExploitFinding(BaseModel):
+class ExploitFinding(Record):
     code: str = Field(description="stitch.exploit.<kind>")
     message: str
     evidence: dict[str, float | int | str] = Field(default_factory=dict)
 
 
-class VerifyResult(BaseModel):
+class VerifyResult(Record):
     status: VerifyStatus
     message: str = ""
     reference: str = ""

@@ -6,7 +6,10 @@ the one inventory (`stitch_lsp.gpus`, nvidia-smi narrowed by CUDA_VISIBLE_DEVICE
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
 
@@ -44,13 +47,26 @@ def torch_missing(python: str | None = None, *, timeout_s: float = 20.0) -> str 
     if exe == sys.executable:
         return None if importlib.util.find_spec("torch") is not None else missing
     try:
-        proc = subprocess.run(
-            [exe, "-I", "-c", _HAS_TORCH], capture_output=True, timeout=timeout_s, check=False
+        # Its own session, output unread and the whole group killed on a timeout: a Python
+        # wrapper that leaves a child behind must not hold the probe (or the server) open.
+        proc = subprocess.Popen(
+            [exe, "-I", "-c", _HAS_TORCH],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         return f"the workers' Python ({exe}) cannot be run: {exc}"
-    if proc.returncode == 0:
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return f"the workers' Python ({exe}) did not answer within {timeout_s:g} s"
+    if code == 0:
         return None
-    if proc.returncode == 3:
+    if code == 3:
         return missing
-    return f"the workers' Python ({exe}) failed to start (exit code {proc.returncode})"
+    return f"the workers' Python ({exe}) failed to start (exit code {code})"

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import gc
 import inspect
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -365,8 +366,9 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
         try:
             result = await spec.handler(ls, *args)
             # Typed results travel in camelCase, like every LSP payload.
+            # Through JSON text, so NaN and infinities arrive as strings (valid JSON).
             return (
-                result.model_dump(mode="json", by_alias=True)
+                json.loads(result.model_dump_json(by_alias=True))
                 if isinstance(result, BaseModel)
                 else result
             )

@@ -224,6 +224,12 @@ def _failed(request: VerifyRequest, exc: WorkerError, timeout_s: float) -> Verif
     elif exc.kind is WorkerErrorKind.cannot_start:
         result.status = VerifyStatus.runtime_error
         result.message = exc.message.replace("the verify worker", "the worker")
+    elif exc.kind is WorkerErrorKind.no_result:
+        result.status = VerifyStatus.runtime_error
+        result.message = (
+            f"the worker exited normally during phase '{result.phase}' but "
+            f"{exc.message.removeprefix('the verify worker ')}"
+        )
     else:
         code = exc.returncode or 0
         how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"

@@ -333,6 +333,31 @@ KINDS: dict[str, str] = {
         "return x[:, :H, :W, :].contiguous()",
         "torch.randn(2, 7, 8, 5)",
     ),
+    # -- Swin: cyclic window shift, relative position bias, cosine attention ----------------------
+    "swin_cyclic_shift": model(
+        "self.fc = nn.Linear(5, 5)",
+        "y = torch.roll(self.fc(x), shifts=(-2, 3), dims=(1, 2))\n"
+        "return y.roll(1, 1) + torch.roll(y, shifts=-1, dims=-1)",
+        "torch.randn(2, 7, 6, 5)",
+    ),
+    "swin_relative_position_bias": model(
+        "self.table = nn.Parameter(torch.randn(9, 3))\n"
+        "self.register_buffer('index', torch.randint(0, 9, (4, 4)))\n"
+        "self.logit_scale = nn.Parameter(torch.log(10 * torch.ones(3, 1, 1)))",
+        "q, k = F.normalize(x, dim=-1), F.normalize(x * 0.5 + 1.0, dim=-1)\n"
+        "attn = q @ k.transpose(-2, -1)\n"
+        "scale = torch.clamp(self.logit_scale, max=torch.log(torch.tensor(1. / 0.01, "
+        "device=x.device))).exp()\n"
+        "bias = self.table[self.index.view(-1)].view(4, 4, -1).permute(2, 0, 1).contiguous()\n"
+        "return torch.softmax(attn * scale + 16 * torch.sigmoid(bias), dim=-1)",
+        "torch.randn(2, 3, 4, 6)",
+    ),
+    "item_in_constructor": model(
+        "rates = [r.item() for r in torch.linspace(0, 0.3, 3)]\n"
+        "self.scales = rates\nself.fc = nn.Linear(6, 6)",
+        "for r in self.scales:\n    x = self.fc(x) * (1.0 - r) + x\nreturn x",
+        "torch.randn(3, 6)",
+    ),
     "conv_vit": model(
         "self.patch = nn.Conv2d(3, 8, 3, stride=3)\nself.cls = nn.Parameter(torch.randn(1, 1, 8))\n"
         "self.enc = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)\n"

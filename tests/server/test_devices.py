@@ -9,7 +9,7 @@ import pytest
 
 from stitch_lsp import gpus
 from stitch_lsp.gpus import build_arch, inventory
-from stitch_lsp.server.devices import discover_gpus, no_gpu_message
+from stitch_lsp.server.devices import discover_gpus, no_gpu_message, torch_missing
 
 QUERY = (
     "0, GPU-aaaa, NVIDIA H200, 9.0, 143771\n"
@@ -115,3 +115,39 @@ def test_failing_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert discover_gpus() == []
     assert "NVIDIA-SMI has failed" in no_gpu_message()
+
+
+def test_torch_probe_of_a_python_that_never_answers(tmp_path: Path) -> None:
+    """A workers' Python that hangs and leaves a child holding its output: the probe ends at its
+    time limit with a sentence, and kills the child too."""
+    import time
+
+    pids = tmp_path / "pids"
+    fake = tmp_path / "hanging-python"
+    fake.write_text(f'#!/bin/sh\nsleep 300 &\necho $! > "{pids}"\nwait\n')
+    fake.chmod(0o755)
+    started = time.monotonic()
+    said = torch_missing(str(fake), timeout_s=1.0)
+    assert time.monotonic() - started < 10
+    assert said is not None and "did not answer within 1 s" in said
+    child = int(pids.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the probe's child outlived it")
+
+
+def test_torch_probe_answers(tmp_path: Path) -> None:
+    has, lacks = tmp_path / "has", tmp_path / "lacks"
+    has.write_text("#!/bin/sh\nexit 0\n")
+    lacks.write_text("#!/bin/sh\nexit 3\n")
+    for f in (has, lacks):
+        f.chmod(0o755)
+    assert torch_missing(str(has)) is None
+    said = torch_missing(str(lacks))
+    assert said is not None and said.startswith("torch is missing")

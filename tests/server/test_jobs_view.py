@@ -119,7 +119,7 @@ async def test_cancelling_generate_kills_the_worker_group_and_writes_nothing(
     fake_python = tmp_path / "slow-python"
     fake_python.write_text(
         # It answers the launcher's version probe, then hangs as a worker.
-        '#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; esac\n'
+        '#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; *find_spec*) exit 0;; esac\n'
         f'echo $$ >> "{pids}"\nsleep 300 &\necho $! >> "{pids}"\nwait\n'
     )
     fake_python.chmod(fake_python.stat().st_mode | stat.S_IXUSR)

@@ -38,7 +38,7 @@ describe("cancelling a job from VS Code", { timeout: 90_000, skip: process.platf
   // It answers the worker launcher's version probe, then hangs as a worker.
   fs.writeFileSync(
     slowPython,
-    `#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; esac\n` +
+    `#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; *find_spec*) exit 0;; esac\n` +
       `echo $$ >> "${pids}"\nsleep 300 &\necho $! >> "${pids}"\nwait\n`,
   );
   fs.chmodSync(slowPython, 0o755);

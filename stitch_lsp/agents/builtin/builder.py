@@ -181,6 +181,8 @@ class Builder:
         if op.result == "bool" and all(isinstance(a, Const) for a in args):
             raise self.fail("a comparison of two numbers is Python, not a tensor op")
         given = {p.name: params.get(p.name) for p in op.params}
+        if op.name.startswith("clamp") and any(isinstance(v, Use) for v in given.values()):
+            return self.clamp(operands[0], given.get("lo"), given.get("hi"))
         clean: dict[str, Any] = {}
         for p in op.params:
             v = given[p.name]
@@ -218,7 +220,10 @@ class Builder:
 
     def clamp(self, x: Any, lo: Any, hi: Any) -> Use:
         if isinstance(lo, Use) or isinstance(hi, Use):
-            raise self.fail("clamp with tensor bounds is not supported")
+            # Tensor bounds (`clamp(s, max=torch.log(torch.tensor(100.)))`): torch.clamp is
+            # min(max(x, lo), hi), with broadcasting, which maximum and minimum spell exactly.
+            out = x if lo is None else self.binary("maximum", x, lo)
+            return out if hi is None else self.binary("minimum", out, hi)
         if lo is None and hi is None:
             raise self.fail("clamp without bounds")
         fn = (
@@ -516,6 +521,26 @@ class Builder:
             start += s
         return out
 
+    def roll(self, u: Any, shifts: Any, dims: Any) -> Use:
+        """torch.roll along named dims as two slices joined by a cat per dim (Swin's cyclic
+        window shift). Without dims torch rolls the flattened tensor; that is refused."""
+        x = start = self.tensor(u)
+        if dims is None or dims == ():
+            raise self.fail("roll without dims (over the flattened tensor) is not supported")
+        sh = [int(s) for s in shifts] if isinstance(shifts, (tuple, list)) else [int(shifts)]
+        ds = [int(d) for d in dims] if isinstance(dims, (tuple, list)) else [int(dims)]
+        if len(sh) != len(ds):
+            raise self.fail("roll needs one shift per dim")
+        for shift, d in zip(sh, ds, strict=True):
+            d %= len(x.shape)
+            size = x.shape[d]
+            k = shift % size if size else 0
+            if k:
+                x = self.cat(
+                    [layout.slice_(x, d, size - k, size), layout.slice_(x, d, 0, size - k)], d
+                )
+        return x if x is not start else self.copy(x)
+
     def chunk(self, u: Use, chunks: int, dim: int) -> list[Use]:
         size = u.shape[dim % len(u.shape)]
         step = -(-size // int(chunks))
@@ -524,6 +549,13 @@ class Builder:
     def index(self, u: Use, idx: Any) -> Use:
         """`x[...]` with ints, slices, None and Ellipsis (tensor indices are refused)."""
         items = list(idx) if isinstance(idx, tuple) else [idx]
+        if (
+            len(items) == 1
+            and isinstance(items[0], Use)
+            and len(u.shape) == 2
+            and self.dtype_of(items[0].vid) == "int64"
+        ):
+            return self.embedding(u, items[0])  # table[index]: rows picked by an int64 tensor
         if any(isinstance(i, Use) for i in items):
             raise self.fail("indexing with a tensor is not supported")
         if Ellipsis in items:

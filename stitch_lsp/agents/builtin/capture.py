@@ -44,15 +44,41 @@ def load_problem(path: Path) -> types.ModuleType:
 
 def build_on_meta(path: Path) -> tuple[torch.nn.Module, list[Any]]:
     mod = load_problem(path)
+    try:
+        with torch.device("meta"):
+            model = mod.Model(*mod.get_init_inputs())
+    except Exception as meta_exc:
+        # Some constructors read values back (Swin's drop-path rates: `x.item()` on a linspace),
+        # which meta tensors cannot do. Such a model is built on the CPU, then moved to meta.
+        try:
+            with torch.device("cpu"):
+                model = mod.Model(*mod.get_init_inputs()).to("meta")
+        except Exception as exc:
+            raise Unsupported(
+                f"building the model failed: {type(exc).__name__}: {exc}"
+                f"{_where(exc, path)} (on the meta device: {meta_exc})"
+            ) from exc
     with torch.device("meta"):
         try:
-            model = mod.Model(*mod.get_init_inputs())
             inputs = list(mod.get_inputs())
         except Exception as exc:
             raise Unsupported(
-                f"building the model on the meta device failed: {type(exc).__name__}: {exc}"
+                f"get_inputs() failed on the meta device: {type(exc).__name__}: {exc}"
+                f"{_where(exc, path)}"
             ) from exc
     return model, inputs
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """` (line N)` of the reference's deepest frame in the traceback, so a refusal names it."""
+    line = None
+    tb = exc.__traceback__
+    target = str(Path(path).resolve())
+    while tb is not None:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == target:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" (line {line})" if line is not None else ""
 
 
 def forward_names(model: torch.nn.Module, count: int) -> list[str]:

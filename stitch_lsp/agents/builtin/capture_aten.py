@@ -175,14 +175,25 @@ class AtenConverter:
                 val = self.b.copy(val)
             self.g.outputs.append(val)
 
+    def constant(self, n: torch.fx.Node) -> Use:
+        """A tensor made inside forward from a Python number (`torch.tensor(1 / 0.01)`): make_fx
+        keeps its value, so it becomes a filled scalar. Larger constants are refused."""
+        t = getattr(self.gm, str(n.target), None)
+        if (
+            isinstance(t, torch.Tensor)
+            and t.numel() == 1
+            and t.device.type != "meta"
+            and t.dtype in (torch.float32, torch.float64, torch.int64, torch.int32)
+        ):
+            return self.b.fill(float(t.item()), tuple(t.shape))
+        raise Unsupported(f"{self.desc(n)}: a constant tensor made inside forward is not supported")
+
     # -- dispatch --------------------------------------------------------------------------------
     def convert(self, n: torch.fx.Node) -> Any:
         if n.op == "placeholder":
             return self.placeholder(n)
         if n.op == "get_attr":
-            raise Unsupported(
-                f"{self.desc(n)}: a constant tensor made inside forward is not supported"
-            )
+            return self.constant(n)
         if n.op != "call_function":
             raise Unsupported(f"unexpected graph node {n.op}")
         f = n.target
@@ -415,6 +426,11 @@ class AtenConverter:
         def _(n: torch.fx.Node) -> Any:
             tensors, dim = self.args(n, ("tensors", None), ("dim", 0))
             return b.cat(list(tensors), dim)
+
+        @reg("roll")
+        def _(n: torch.fx.Node) -> Any:
+            u, shifts, dims = self.args(n, ("self", None), ("shifts", ()), ("dims", ()))
+            return b.roll(u, shifts, dims)
 
         @reg("stack")
         def _(n: torch.fx.Node) -> Any:

@@ -492,6 +492,8 @@ class FxConverter:
             return b.cat(list(a(0, "tensors")), a(1, "dim", 0))
         if f is torch.stack:
             return b.stack(list(a(0, "tensors")), a(1, "dim", 0))
+        if f is torch.roll:
+            return b.roll(x(), a(1, "shifts"), a(2, "dims", None))
         if f is F.pad:
             if a(2, "mode", "constant") != "constant":
                 raise Unsupported(f"{self.desc(n)}: padding mode {a(2, 'mode')!r} is not supported")
@@ -500,6 +502,16 @@ class FxConverter:
             return self.cumsum(n)
         if f in _FACTORY_VALUES or f is torch.full:
             return self.factory(n)
+        if f is torch.tensor:
+            value = self.val(n.args[0]) if n.args else None
+            dtype = n.kwargs.get("dtype")
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and (dtype in (None, torch.float32))
+            ):
+                return b.fill(float(value), ())  # a scalar from a Python number
+            raise Unsupported(f"{self.desc(n)}: only a tensor of one Python number is supported")
         if f in (torch.randn, torch.rand):  # an initial state drawn in forward (h0 = randn)
             return factory_leaf(self.b, f.__name__, self.val(n.args), self.val(n.kwargs))
         if f in _RANDOM:
@@ -744,6 +756,8 @@ class FxConverter:
             return b.split(x, rest[0] if rest else n.kwargs["split_size"], self.arg(n, 2, "dim", 0))
         if m == "chunk":
             return b.chunk(x, rest[0], self.arg(n, 2, "dim", 0))
+        if m == "roll":
+            return b.roll(x, self.arg(n, 1, "shifts"), self.arg(n, 2, "dims", None))
         if m == "unbind":
             d = self.arg(n, 1, "dim", 0)
             return [layout.select(x, d, i) for i in range(x.shape[d])]

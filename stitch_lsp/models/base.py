@@ -1,0 +1,14 @@
+"""The base of every record that crosses a process boundary as JSON."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    """NaN and infinities are written as the strings "NaN" and "Infinity". pydantic's default
+    writes them as null, which a required float field then refuses to read back: a candidate
+    whose error was NaN made the verify worker's whole result unreadable. Strings also keep the
+    payload valid JSON for an editor, which a bare NaN is not."""
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
