@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from stitch_lsp.agents.builtin.memplan import ALIGN, Buffer, plan
-from stitch_lsp.runtime.graph import ENV_SWITCH, GraphRunner
+from stitch_lsp.runtime.graph import ENV_SWITCH, GraphRunner, graph_pays
 
 # ---------------------------------------------------------------------------- buffer plan
 
@@ -191,6 +191,49 @@ def test_runner_falls_back_when_capture_fails() -> None:
     assert out.values == [6.0]
     runner(FakeTensor([4.0]))
     assert runner.mode == "plain" and runner.captures == 0  # not retried for this signature
+
+
+class SizedBackend(FakeBackend):
+    """Each fake element stands for `scale` bytes, so sizes can be realistic."""
+
+    def __init__(self, scale: int) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def nbytes(self, v: FakeTensor) -> int:
+        return len(v.values) * self.scale
+
+
+def test_runner_keeps_plain_launches_when_copies_cost_more_than_launches() -> None:
+    """A level-1 ReLU over 6.4 GB: one launch; replay would copy 12.9 GB per call."""
+    be = SizedBackend(scale=3_200_000_000)
+    runner = GraphRunner(Body(), backend=be, stages=1)
+    runner(FakeTensor([1.0, 2.0]))
+    assert runner.mode == "warmup"
+    for _ in range(3):
+        out = runner(FakeTensor([1.0, 2.0]))
+        assert runner.mode == "plain" and out.values == [2.0, 4.0]
+    assert runner.captures == 0 and be.copies == 0
+    assert "12800.0 MB" in runner.reason and "1 stage " in runner.reason, runner.reason
+
+
+def test_runner_replays_when_launches_cost_more_than_copies() -> None:
+    """ResNet-18 at batch 2: 43 stages, 1.2 MB in and 8 KB out."""
+    be = SizedBackend(scale=600_000)
+    runner = GraphRunner(Body(), backend=be, stages=43)
+    for _ in range(3):
+        runner(FakeTensor([1.0, 2.0]))
+    assert runner.mode == "replay" and runner.captures == 1 and runner.reason == ""
+
+
+def test_graph_pays_rule() -> None:
+    """The H200 measurements the constants come from: ResNet's basic block (6 stages, 134 MB
+    copied) ran faster under replay; a level-2 convolution (2 stages, 788 MB) slower."""
+    assert graph_pays(6, 134_500_000)[0]
+    assert graph_pays(43, 1_200_000)[0]
+    assert not graph_pays(1, 10)[0]  # one stage: nothing to save
+    pays, why = graph_pays(2, 788_600_000)
+    assert not pays and "788.6 MB" in why and "2 stages" in why
 
 
 def test_runner_maps_tuples_and_copies_inputs() -> None:

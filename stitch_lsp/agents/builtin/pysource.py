@@ -210,7 +210,12 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     lines.append("    def _stitch_graph(self):")
     lines.append('        runner = self.__dict__.get("_stitch_runner")')
     lines.append("        if runner is None:")
-    lines.append("            runner = GraphRunner(self._launch, guard=self._stitch_guard)")
+    # Stages per forward, for the runner's rule on when replay pays for its copies; recurrent
+    # stages launch per time step, so for them the graph is always tried.
+    stages = None if any(g.kind == "rnn" for g in groups) else max(1, len(groups))
+    lines.append(
+        f"            runner = GraphRunner(self._launch, guard=self._stitch_guard, stages={stages})"
+    )
     lines.append('            self.__dict__["_stitch_runner"] = runner')
     lines.append("        return runner")
     lines.append("")
@@ -307,7 +312,8 @@ def execution_note(program: Program) -> list[str]:
         "signature runs plainly (warm-up: library handles, workspaces, the arena); the second",
         "captures and replays; later calls copy their inputs into the graph's static buffers,",
         "replay, and return fresh copies of the outputs. Plain launches instead when",
-        "STITCH_CUDA_GRAPH=0, when an input is on the CPU, or when capture fails; the runner's",
+        "STITCH_CUDA_GRAPH=0, when an input is on the CPU, when capture fails, or when copying",
+        "the inputs and outputs would cost more than the launches replay saves; the runner's",
         "`mode` and `reason` (model._stitch_runner) say which and why.",
         f"Memory: {program.placement.describe()}.",
     ]
