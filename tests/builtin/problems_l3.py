@@ -334,6 +334,18 @@ KINDS: dict[str, str] = {
         "torch.randn(2, 7, 8, 5)",
     ),
     # -- Swin: cyclic window shift, relative position bias, cosine attention ----------------------
+    # -- DenseNet's transition: the average pool moves before the 1x1 convolution -------------
+    "pool_before_pointwise_conv": model(
+        "self.bn = nn.BatchNorm2d(6)\nself.conv = nn.Conv2d(6, 5, 1, bias=False)\n"
+        "self.pool = nn.AvgPool2d(2, 2)",
+        "return self.pool(self.conv(torch.relu(self.bn(x))))",
+        "torch.randn(3, 6, 10, 7)",
+    ),
+    "pool_after_conv_used_twice": model(
+        "self.conv = nn.Conv2d(4, 5, 1, bias=False)",
+        "y = self.conv(x)\nreturn F.avg_pool2d(y, 2) + 1.0, y.sum(dim=(2, 3))",
+        "torch.randn(2, 4, 6, 9)",
+    ),
     "swin_cyclic_shift": model(
         "self.fc = nn.Linear(5, 5)",
         "y = torch.roll(self.fc(x), shifts=(-2, 3), dims=(1, 2))\n"

@@ -417,16 +417,35 @@ class Builder:
             p = p[0]
         if isinstance(d, (tuple, list)) and len(d) == 1:
             d = d[0]
-        return self.add(
-            "pool",
-            fn,
-            [x],
-            out,
-            kernel=tup(k),
-            stride=stride,
-            padding=tup(p),
-            dilation=tup(d),
+        params = {"kernel": tup(k), "stride": stride, "padding": tup(p), "dilation": tup(d)}
+        if fn == "avg_pool" and not any(params["padding"]):
+            moved = self._pool_before_pointwise_conv(x, params, out)
+            if moved is not None:
+                return moved
+        return self.add("pool", fn, [x], out, **params)
+
+    def _pool_before_pointwise_conv(self, x: Use, params: dict[str, Any], out: Shape) -> Use | None:
+        """avg_pool(conv1x1(z)) as conv1x1(avg_pool(z)), as torch.compile does for DenseNet's
+        transition: both are linear, a 1x1 convolution without bias mixes channels pixel by
+        pixel and an unpadded average mixes pixels channel by channel, so they commute, and the
+        convolution then runs on a quarter (for 2x2) of the pixels. The first convolution is
+        left for `prune` when nothing else reads it."""
+        node = self.g.node(x.vid)
+        if node is None or node.kind != "conv" or node.fn not in ("conv1d", "conv2d", "conv3d"):
+            return None
+        if x.shape != node.shape or x.strided or x.trans or x.offset:
+            return None
+        z, w = node.args[0], node.args[1]
+        if not isinstance(z, Use) or not isinstance(w, Use):
+            return None
+        one = all(int(v) == 1 for v in node.params.get("stride", ()))
+        unpadded = node.params.get("padding") == "valid" or (
+            isinstance(node.params.get("padding"), tuple) and not any(node.params["padding"])  # type: ignore[arg-type]
         )
+        if not (one and unpadded and all(int(v) == 1 for v in w.shape[2:])):
+            return None
+        pooled = self.add("pool", "avg_pool", [z], (*z.shape[:2], *out[2:]), **params)
+        return self.add("conv", node.fn, [pooled, w], out, **node.params)
 
     def adaptive_pool(self, x: Use, size: Any, kind: str) -> Use:
         """Adaptive average (or max) pooling. To 1: a reduction; to a size that divides the
