@@ -85,7 +85,11 @@ function clusterParts(cluster: ClusterInfo | undefined): { text: string; tooltip
   return { text: ` · cluster ${free}`, tooltip: `Cluster ${cluster.address}: ${free}` };
 }
 
-export function formatSpeedup(speedup: number): string {
+export function formatSpeedup(speedup: number | string): string {
+  // Non-finite numbers travel as the strings "NaN" and "Infinity" (JSON has no NaN).
+  if (typeof speedup !== "number" || !Number.isFinite(speedup)) {
+    return "–";
+  }
   if (speedup >= 100) {
     return `${speedup.toFixed(0)}x`;
   }

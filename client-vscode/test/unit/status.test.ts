@@ -81,5 +81,7 @@ describe("status bar", () => {
     assert.equal(formatSpeedup(0.5), "0.50x");
     assert.equal(formatSpeedup(12.34), "12.3x");
     assert.equal(formatSpeedup(250.4), "250x");
+    assert.equal(formatSpeedup("Infinity"), "–");
+    assert.equal(formatSpeedup(Number.NaN), "–");
   });
 });
