@@ -346,6 +346,11 @@ KINDS: dict[str, str] = {
         "y = self.conv(x)\nreturn F.avg_pool2d(y, 2) + 1.0, y.sum(dim=(2, 3))",
         "torch.randn(2, 4, 6, 9)",
     ),
+    "layer_norm_of_layer_norm": model(
+        "self.n1 = nn.LayerNorm(7)\nself.n2 = nn.LayerNorm(7)",
+        "y = self.n1(x)\nreturn self.n2(y * 2.0 + 1.0) + y",
+        "torch.randn(5, 3, 7)",
+    ),
     "swin_cyclic_shift": model(
         "self.fc = nn.Linear(5, 5)",
         "y = torch.roll(self.fc(x), shifts=(-2, 3), dims=(1, 2))\n"

@@ -740,6 +740,9 @@ class Codegen:
                 body.append("}")
             else:
                 body += red_scope.lines + loop_lines + [allreduce(s) for s in mine]
+                # Every pass shares one scope here: what this pass declared at row level (a
+                # norm's rsqrt) stays visible to the later passes, so it is not declared again.
+                field_memo.update(red_scope.memo)
             for s in mine:
                 for n in slot_nodes[s]:
                     fieldname = str(n.params["field"])
