@@ -35,7 +35,15 @@ def _toolkit_without_cublas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     root = fastcuda.toolkit_root(nvcc) if nvcc else None
     if fastcuda.toolkit_has_cublas(root):
         pytest.skip("this toolkit has its own cuBLAS headers")
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (Path(p) / "nvidia").is_dir()])
+    # Hide NVIDIA wheels already installed here (only their folders: taking whole
+    # site-packages off sys.path would break every later import of the session).
+    installed = {Path(p).resolve() for p in sys.path if p and (Path(p) / "nvidia").is_dir()}
+    real = fastcuda.cublas_wheels
+    monkeypatch.setattr(
+        fastcuda,
+        "cublas_wheels",
+        lambda: [w for w in real() if w.resolve().parent.parent not in installed],
+    )
 
 
 def _fake_wheel(site: Path) -> Path:
