@@ -276,6 +276,8 @@ def test_level3_program_has_stages_arena_and_graph(kernelbench_dir: Path) -> Non
     src = cand.source
     assert "from stitch_lsp.runtime.graph import Arena, GraphRunner" in src
     assert "Execution: one program" in src and "STITCH_CUDA_GRAPH=0" in src
+    # The runner is told the stage count, for its rule on when replay pays for its copies.
+    assert f"GraphRunner(self._launch, guard=self._stitch_guard, stages={len(cand.groups)})" in src
     assert "_ARENA_LAYOUT = [" in src and "buf = _arena(self).views(dev)" in src
     # Every group is a numbered stage, in the docstring, in forward, and in the model.
     stages = [g.stage for g in cand.groups]
@@ -368,3 +370,10 @@ def test_level3_programs_compile_for_sm90a(kernelbench_dir: Path, tmp_path: Path
 
     with ThreadPoolExecutor(max_workers=2) as ex:
         list(ex.map(build, sources))
+
+
+def test_a_one_launch_program_says_it_runs_plainly(kernelbench_dir: Path) -> None:
+    pytest.importorskip("torch")
+    src = _generate(kernelbench_dir / "level1" / "19_ReLU.py").source
+    assert "Execution: one launch on the current stream. It runs plainly" in src
+    assert "stages=1)" in src

@@ -306,6 +306,13 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
 def execution_note(program: Program) -> list[str]:
     """The docstring's account of how the forward runs, for a reader of the generated file."""
     kinds = {st.group.kind for st in program.stages}
+    if len(program.stages) == 1 and "rnn" not in kinds:
+        return [
+            "Execution: one launch on the current stream. It runs plainly: replaying it as a CUDA",
+            "graph (stitch_lsp.runtime.GraphRunner) would save no launches and add input and",
+            "output copies; the runner's `mode` and `reason` (model._stitch_runner) say so.",
+            f"Memory: {program.placement.describe()}.",
+        ]
     lines = [
         "Execution: one program, stage by stage on the current stream; the host side is captured",
         "in a CUDA graph (stitch_lsp.runtime.GraphRunner) and replayed. The first call per input",
