@@ -438,10 +438,9 @@ class Builder:
         z, w = node.args[0], node.args[1]
         if not isinstance(z, Use) or not isinstance(w, Use):
             return None
-        one = all(int(v) == 1 for v in node.params.get("stride", ()))
-        unpadded = node.params.get("padding") == "valid" or (
-            isinstance(node.params.get("padding"), tuple) and not any(node.params["padding"])  # type: ignore[arg-type]
-        )
+        stride, padding = node.params.get("stride", ()), node.params.get("padding")
+        one = isinstance(stride, tuple) and all(int(v) == 1 for v in stride)
+        unpadded = padding == "valid" or (isinstance(padding, tuple) and not any(padding))
         if not (one and unpadded and all(int(v) == 1 for v in w.shape[2:])):
             return None
         pooled = self.add("pool", "avg_pool", [z], (*z.shape[:2], *out[2:]), **params)
