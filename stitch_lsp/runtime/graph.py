@@ -21,7 +21,8 @@ host, for instance), or when the graph would not pay: replay copies every input 
 output out, and for a forward of few launches over large tensors (a level-1 ReLU over 6 GB, a
 convolution over a large batch) those copies cost far more than the launches they save. The
 generator says how many stages a forward has (`stages`); after the warm-up call the runner
-compares their host cost with the copies' and keeps plain launches when the copies lose.
+compares their host cost with the copies' and keeps plain launches when the copies lose
+(`STITCH_CUDA_GRAPH=force` replays regardless, for benchmarks).
 
 This module needs only torch and the standard library, so it can be inlined into a candidate
 that has to stand alone.
@@ -61,6 +62,12 @@ def graphs_enabled() -> bool:
     """False when `STITCH_CUDA_GRAPH` is 0/off/false/no (read on every call, so a benchmark can
     time the same candidate both ways)."""
     return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def graphs_forced() -> bool:
+    """True when `STITCH_CUDA_GRAPH` is `force`: replay even where the copies would cost more
+    than the launches save (for benchmarks that time every program both ways)."""
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() == "force"
 
 
 class TorchBackend:
@@ -192,7 +199,7 @@ class GraphRunner:
             entry["out_bytes"] = self._bytes(out)
             return out
         be = self.backend
-        if "graph" not in entry and self.stages is not None:
+        if "graph" not in entry and self.stages is not None and not graphs_forced():
             copied = self._bytes(args) + entry.get("out_bytes", 0)
             pays, why = graph_pays(self.stages, copied)
             if not pays:

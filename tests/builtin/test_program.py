@@ -217,6 +217,15 @@ def test_runner_keeps_plain_launches_when_copies_cost_more_than_launches() -> No
     assert "12800.0 MB" in runner.reason and "1 stage " in runner.reason, runner.reason
 
 
+def test_force_replays_where_the_rule_would_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_SWITCH, "force")
+    be = SizedBackend(scale=3_200_000_000)
+    runner = GraphRunner(Body(), backend=be, stages=1)
+    for _ in range(3):
+        runner(FakeTensor([1.0, 2.0]))
+    assert runner.mode == "replay" and runner.captures == 1
+
+
 def test_runner_replays_when_launches_cost_more_than_copies() -> None:
     """ResNet-18 at batch 2: 43 stages, 1.2 MB in and 8 KB out."""
     be = SizedBackend(scale=600_000)
