@@ -6,14 +6,12 @@ the one inventory (`stitch_lsp.gpus`, nvidia-smi narrowed by CUDA_VISIBLE_DEVICE
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import os
-import signal
 import subprocess
 import sys
 
 from stitch_lsp.gpus import inventory
+from stitch_lsp.workers.launch import run_probe
 
 _HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
 
@@ -47,23 +45,10 @@ def torch_missing(python: str | None = None, *, timeout_s: float = 20.0) -> str 
     if exe == sys.executable:
         return None if importlib.util.find_spec("torch") is not None else missing
     try:
-        # Its own session, output unread and the whole group killed on a timeout: a Python
-        # wrapper that leaves a child behind must not hold the probe (or the server) open.
-        proc = subprocess.Popen(
-            [exe, "-I", "-c", _HAS_TORCH],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        code = run_probe([exe, "-I", "-c", _HAS_TORCH], timeout_s).returncode
     except OSError as exc:
         return f"the workers' Python ({exe}) cannot be run: {exc}"
-    try:
-        code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
         return f"the workers' Python ({exe}) did not answer within {timeout_s:g} s"
     if code == 0:
         return None

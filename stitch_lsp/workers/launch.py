@@ -169,20 +169,37 @@ def worker_command(python: str | None, module: str, args: list[str]) -> list[str
     return [exe, "-E", "-u", "-B", *safe_path, "-c", BOOTSTRAP, module, *args]
 
 
+def run_probe(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run a short question to a workers' Python (its version, whether torch is there) and
+    return its exit code and stdout. It runs in its own session from a neutral folder, and on a
+    timeout its whole group is killed before TimeoutExpired is raised: a wrapper script that
+    leaves a child holding the output pipe would otherwise keep the caller waiting on it.
+    OSError when it cannot start."""
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=tempfile.gettempdir(),
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
 @cache
 def supports_safe_path(python: str) -> bool:
     """Whether `python` takes -P (3.11+). Without it the bootstrap drops '' itself."""
     if python == sys.executable:
         return sys.version_info >= (3, 11)
     try:
-        out = subprocess.run(
-            [python, "-E", "-c", "import sys; print(sys.version_info >= (3, 11))"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            cwd=tempfile.gettempdir(),
-            check=False,
-        )
+        out = run_probe([python, "-E", "-c", "import sys; print(sys.version_info >= (3, 11))"], 30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.stdout.strip() == "True"
@@ -325,7 +342,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=KILL_GRACE_S)
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+def _signal_group(proc: subprocess.Popen[Any], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
 
