@@ -9,14 +9,13 @@ scheduler job did not finish (`cancelled`, `no_gpu`, `untrusted`, ...).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from pydantic import AliasChoices, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stitch_lsp.models.base import Record
+from stitch_lsp.models.base import Record, wire_dict
 from stitch_lsp.models.profile import KernelSummary
 
 
@@ -24,8 +23,7 @@ class WireModel(Record):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     def to_wire(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.model_dump_json(by_alias=True))
-        return data
+        return wire_dict(self)
 
 
 A = TypeVar("A", bound=WireModel)

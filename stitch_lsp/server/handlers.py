@@ -11,7 +11,6 @@ import asyncio
 import functools
 import gc
 import inspect
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from pygls.exceptions import JsonRpcInternalError, JsonRpcInvalidParams
 
 from stitch_lsp.analysis.document import Document
+from stitch_lsp.models.base import wire_dict
 from stitch_lsp.server.app import StitchServer
 from stitch_lsp.server.convert import from_range
 from stitch_lsp.server.documents import OpenDocument, path_key
@@ -366,12 +366,7 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
         try:
             result = await spec.handler(ls, *args)
             # Typed results travel in camelCase, like every LSP payload.
-            # Through JSON text, so NaN and infinities arrive as strings (valid JSON).
-            return (
-                json.loads(result.model_dump_json(by_alias=True))
-                if isinstance(result, BaseModel)
-                else result
-            )
+            return wire_dict(result) if isinstance(result, BaseModel) else result
         except asyncio.CancelledError:
             raise
         except Exception as exc:
