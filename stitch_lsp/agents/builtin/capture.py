@@ -99,17 +99,17 @@ def defaulted_args(model: torch.nn.Module, given: int) -> dict[str, Any]:
 
 
 def capture(path: Path) -> Graph:
-    graph = _capture(path)
     model, inputs = build_on_meta(path)
-    graph.defaulted = defaulted_args(model, len(inputs))
+    defaulted = defaulted_args(model, len(inputs))  # before the trace runs forward on it
+    graph = _capture(path, model, inputs)
+    graph.defaulted = defaulted
     return graph
 
 
-def _capture(path: Path) -> Graph:
+def _capture(path: Path, model: torch.nn.Module, inputs: list[Any]) -> Graph:
     from stitch_lsp.agents.builtin.capture_aten import capture_aten
     from stitch_lsp.agents.builtin.capture_fx import FxConverter, trace
 
-    model, inputs = build_on_meta(path)
     where = str(Path(path).resolve())
     try:
         gm = trace(model, inputs)
