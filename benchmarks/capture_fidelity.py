@@ -34,11 +34,11 @@ def _outputs(value: Any) -> list[Any]:
 
 def check_one(problem: Path) -> dict[str, Any]:
     """In a child process: handled, faithful, and the reference's own fp32 error."""
-    sys.path.insert(0, str(REPO))
+    sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
     import copy
-    import importlib.util
 
     import torch
+    from builtin_speed import _import
 
     from stitch_lsp.agents.builtin.capture import capture
     from stitch_lsp.agents.builtin.generate import generate
@@ -53,10 +53,7 @@ def check_one(problem: Path) -> dict[str, Any]:
     if not cand.handled:
         row["reason"] = cand.reason
         return row
-    spec = importlib.util.spec_from_file_location(f"fidelity_{problem.stem}", problem)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _import(problem, f"fidelity_{problem.stem}")
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs())
     twin = copy.deepcopy(model)

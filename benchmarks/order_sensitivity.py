@@ -12,22 +12,17 @@ KernelBench's rule; an op that moves none can be fused or reordered freely.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from builtin_speed import _import
+
 FUNCTIONS = ("einsum", "matmul", "bmm", "mm", "cumsum", "sum", "mean", "softmax", "exp")
-
-
-def _load(path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("order_sensitivity_problem", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _in_float64(fn: Callable[..., Any], calls: list[int]) -> Callable[..., Any]:
@@ -51,7 +46,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    mod = _load(args.problem)
+    mod = _import(args.problem, "order_sensitivity_problem")
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs())
     torch.manual_seed(1)
