@@ -397,6 +397,14 @@ EINOPS = {
         "torch.randn(2, 6, 5)",
         extra="from einops import rearrange\n\n",
     ),
+    # A number made a tensor inside forward reaches the ATen path as a constant attribute.
+    "einops_scalar_tensor": model(
+        "",
+        "y = rearrange(x, 'b (c l) -> b c l', l=2)\n"
+        "return y * torch.tensor(0.25) + torch.tensor(3.0)",
+        "torch.randn(3, 8)",
+        extra="from einops import rearrange\n\n",
+    ),
 }
 
 REFUSED = {
