@@ -148,9 +148,20 @@ try {
   await palette("Stitch: Show Nsight Compute Report…");
   const input = page.locator(".quick-input-widget input");
   await input.waitFor({ state: "visible" });
-  await input.fill(report);
-  await page.keyboard.press("Enter");
-  await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
+  // VS Code's simple file dialog lists the folder asynchronously and, when that listing lands
+  // after the path was typed, it resets the box to the folder: Enter then opens the folder and
+  // the dialog stays. Type the path again until the dialog accepts the file (seen under load).
+  const widget = page.locator(".quick-input-widget");
+  for (let attempt = 1; ; attempt++) {
+    await input.fill(report);
+    await page.keyboard.press("Enter");
+    try {
+      await widget.waitFor({ state: "hidden", timeout: T(attempt < 3 ? 15_000 : 60_000) });
+      break;
+    } catch (err) {
+      if (attempt >= 3) throw err;
+    }
+  }
   await palette("Stitch: Show Results");
   const frame2 = resultsFrame();
   await frame2.locator("h1", { hasText: "relu_bias_inline.py" }).waitFor({ timeout: T(60_000) });
