@@ -99,7 +99,11 @@ def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool)
     row["mode"] = model_new._stitch_runner.mode
     row["reason"] = model_new._stitch_runner.reason
     row["eager_ms"] = _time(model, inputs, flush, runs)
-    row["eager_graph_ms"] = _time(eager_graph(model, inputs), inputs, flush, runs)
+    try:
+        row["eager_graph_ms"] = _time(eager_graph(model, inputs), inputs, flush, runs)
+    except RuntimeError as exc:  # e.g. a reference that copies from the CPU inside forward
+        torch.cuda.synchronize()
+        row["eager_graph_note"] = f"{type(exc).__name__}: {exc}"[:200]
     row["ours_ms"] = _time(model_new, inputs, flush, runs)
     try:
         os.environ["STITCH_CUDA_GRAPH"] = "force"
@@ -173,7 +177,7 @@ def main() -> int:
         rows.append(row)
         print(
             f"{f.stem}: correct={row['correct']} mode={row['mode']} eager {row['eager_ms']:.3f} "
-            f"eager_graph {row['eager_graph_ms']:.3f} ours {row['ours_ms']:.3f} "
+            f"eager_graph {row.get('eager_graph_ms', float('nan')):.3f} ours {row['ours_ms']:.3f} "
             f"(replay {row['graph_ms']:.3f}, plain {row['plain_ms']:.3f}) ms; "
             f"vs eager {row['speedup_vs_eager']:.2f}x, vs best {row['speedup_vs_best']:.2f}x, "
             f"graph gain {row['graph_vs_plain']:.2f}x, rule chose the faster: "

@@ -34,7 +34,7 @@ def _beyond(got: torch.Tensor, want: torch.Tensor) -> dict[str, float]:
     return {"beyond_1e-4": int(bad.sum()), "max_abs_err": float((g - w).abs().max())}
 
 
-def probe(problem: Path, trials: int) -> dict[str, Any]:
+def probe(problem: Path, trials: int, with_compile: bool = True) -> dict[str, Any]:
     ref = _import(problem, "ref_" + problem.stem)
     cand = generate(problem, problem.name)
     new = None
@@ -46,7 +46,7 @@ def probe(problem: Path, trials: int) -> dict[str, Any]:
     with torch.device("cuda"):
         model = ref.Model(*ref.get_init_inputs())
     exact = copy.deepcopy(model).double()
-    compiled = torch.compile(copy.deepcopy(model))
+    compiled = torch.compile(copy.deepcopy(model)) if with_compile else None
     model_new = None
     if new is not None:
         torch.manual_seed(42)
@@ -60,7 +60,9 @@ def probe(problem: Path, trials: int) -> dict[str, Any]:
         with torch.no_grad():
             want32 = model(*inputs)
             want64 = exact(*[x.double() if x.is_floating_point() else x for x in inputs])
-            outs = {"eager fp32": want32, "torch.compile": compiled(*inputs)}
+            outs = {"eager fp32": want32}
+            if compiled is not None:
+                outs["torch.compile"] = compiled(*inputs)
             if model_new is not None:
                 outs["builtin"] = model_new(*inputs)
         row: dict[str, Any] = {"trial": t}
@@ -76,10 +78,11 @@ def main() -> int:
     ap.add_argument("problems", nargs="+", type=Path)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out (slow)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    results = [probe(p, args.trials) for p in args.problems]
+    results = [probe(p, args.trials, not args.no_compile) for p in args.problems]
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

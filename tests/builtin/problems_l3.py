@@ -351,6 +351,16 @@ KINDS: dict[str, str] = {
         "y = self.n1(x)\nreturn self.n2(y * 2.0 + 1.0) + y",
         "torch.randn(5, 3, 7)",
     ),
+    # -- an RNN cell unrolled in Python: few rows, a long K (cuBLASLt candidates are timed) -----
+    "unrolled_rnn_cell": model(
+        "self.i2h = nn.Linear(40 + 24, 24)\nself.h2o = nn.Linear(24, 7)",
+        "outs = []\nfor t in range(x.size(0)):\n"
+        "    h = torch.tanh(self.i2h(torch.cat((x[t], h), dim=1)))\n"
+        "    outs.append(self.h2o(h))\n"
+        "return torch.stack(outs, dim=0)",
+        "torch.rand(5, 3, 40), torch.rand(3, 24)",
+        args="x, h",
+    ),
     "swin_cyclic_shift": model(
         "self.fc = nn.Linear(5, 5)",
         "y = torch.roll(self.fc(x), shifts=(-2, 3), dims=(1, 2))\n"

@@ -984,11 +984,11 @@ class Codegen:
                     "  static StitchLtPlan plans[64];",
                     "  int dev = 0;",
                     "  cudaGetDevice(&dev);",
-                    f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n}, {m}, {k}, "
-                    f"{ldb}, {lda}, {n}, {relu});",
-                    "  if (rc != 0) return rc;",
                     "  void* ws = stitch_lt_workspace();",
                     "  if (ws == nullptr) return (int)cudaErrorMemoryAllocation;",
+                    f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n}, {m}, {k}, "
+                    f"{ldb}, {lda}, {n}, {relu}, {pb}, {pa}, c, bias, ws, stream);",
+                    "  if (rc != 0) return rc;",
                     "  cublasLtMatmulDescSetAttribute(plans[dev].op, "
                     "CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));",
                     "  const float alpha = 1.f, beta = 0.f;",
