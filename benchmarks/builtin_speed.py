@@ -47,6 +47,15 @@ def prebuild(sources: list[str], threads: int) -> None:
         list(ex.map(one, sources))
 
 
+def problem_files(folder: Path, only: str | None) -> list[Path]:
+    """KernelBench problems in `folder`, by number; `only`: comma-separated numbers to keep."""
+    wanted = {w.strip() for w in only.split(",")} if only else None
+    return sorted(
+        (p for p in folder.glob("*.py") if wanted is None or p.name.split("_", 1)[0] in wanted),
+        key=lambda p: int(p.name.split("_", 1)[0]),
+    )
+
+
 def _import(path: Path, name: str):  # type: ignore[no-untyped-def]
     import importlib.util
 
@@ -92,16 +101,9 @@ def main() -> int:
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    wanted = {w.strip() for w in args.only.split(",")} if args.only else None
     files: list[Path] = []
     for target in map(Path, args.targets):
-        if target.is_file():
-            files.append(target)
-            continue
-        files += sorted(
-            (p for p in target.glob("*.py") if wanted is None or p.name.split("_", 1)[0] in wanted),
-            key=lambda p: int(p.name.split("_", 1)[0]),
-        )
+        files += [target] if target.is_file() else problem_files(target, args.only)
     cands = {f: generate(f, f.name) for f in files}
     prebuild([c.source for c in cands.values() if c.source], args.threads)
     bw = copy_bandwidth()

@@ -21,7 +21,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builtin_speed import _import
+from builtin_speed import _import, problem_files
 
 from stitch_lsp.agents.builtin.generate import generate
 
@@ -61,11 +61,8 @@ def main() -> int:
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    wanted = {w.strip() for w in args.only.split(",")}
     tmp = Path(tempfile.mkdtemp())
-    for f in sorted(Path(args.folder).glob("*.py")):
-        if f.name.split("_", 1)[0] not in wanted:
-            continue
+    for f in problem_files(Path(args.folder), args.only):
         cand = generate(f, f.name)
         print(f"{f.stem}:")
         if not cand.handled:

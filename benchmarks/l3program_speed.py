@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from builtin_speed import _import, prebuild
+from builtin_speed import _import, prebuild, problem_files
 
 from stitch_lsp.agents.builtin.generate import generate
 from stitch_lsp.verify.timing import L2Flusher
@@ -139,15 +139,7 @@ def main() -> int:
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    wanted = {w.strip() for w in args.only.split(",")} if args.only else None
-    files = sorted(
-        (
-            p
-            for p in Path(args.folder).glob("*.py")
-            if wanted is None or p.name.split("_", 1)[0] in wanted
-        ),
-        key=lambda p: int(p.name.split("_", 1)[0]),
-    )
+    files = problem_files(Path(args.folder), args.only)
     cands = {f: generate(f, f.name) for f in files}
     prebuild([c.source for c in cands.values() if c.source], 14)
     flush = L2Flusher(torch.device("cuda"))
