@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -232,3 +233,10 @@ def step_program(verdict: str, *, custom: tuple[str, ...] = (), extra: str = "")
 
 def step_reply(verdict: str, custom: tuple[str, ...] = (), extra: str = "") -> str:
     return f"The next group.\n\n```python\n{step_program(verdict, custom=custom, extra=extra)}```\n"
+
+
+def records(tmp_path: Path) -> list[dict]:  # type: ignore[type-arg]
+    """The attempt records of the one trajectory file a loop wrote under tmp_path/traj."""
+    files = list((tmp_path / "traj").glob("*.jsonl"))
+    assert len(files) == 1
+    return [json.loads(line) for line in files[0].read_text().splitlines()]

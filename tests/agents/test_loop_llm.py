@@ -12,7 +12,7 @@ from stitch_lsp.agents.loop import GenerationLoop, LoopOptions
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import CoderStage
 from tests.agents.fake_openai import Fail, FakeOpenAI
-from tests.agents.helpers import FakeVerifier, fake_analysis, reply
+from tests.agents.helpers import FakeVerifier, fake_analysis, records, reply
 
 
 def make_loop(
@@ -46,12 +46,6 @@ def make_loop(
         progress=(progress.append if progress is not None else None),
     )
     return loop, verifier
-
-
-def records(tmp_path: Path) -> list[dict]:
-    files = list((tmp_path / "traj").glob("*.jsonl"))
-    assert len(files) == 1
-    return [json.loads(line) for line in files[0].read_text().splitlines()]
 
 
 def test_compile_error_reaches_the_repair_prompt(endpoint, reference, tmp_path):

@@ -4,7 +4,6 @@ and a scripted Verifier; the analysis is the planner worker's for data/mlp3.py, 
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from tests.agents.helpers import (
     candidate,
     fake_analysis,
     mlp3_analysis,
+    records,
     reply,
     step_reply,
 )
@@ -62,12 +62,6 @@ def make_loop(
         progress=(progress.append if progress is not None else None),
     )
     return loop, verifier
-
-
-def records(tmp_path: Path) -> list[dict]:
-    files = list((tmp_path / "traj").glob("*.jsonl"))
-    assert len(files) == 1
-    return [json.loads(line) for line in files[0].read_text().splitlines()]
 
 
 def test_groups_are_built_one_by_one_then_stitched(endpoint, mlp3, tmp_path):
