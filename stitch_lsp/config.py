@@ -85,6 +85,13 @@ class Settings(BaseModel):
     python_for_workers: str | None = Field(
         None, description="Python with torch used for GPU workers; default: the server's own."
     )
+    sandbox: Literal["auto", "bwrap", "none"] = Field(
+        "auto",
+        description="Where candidate and reference code runs: bwrap (bubblewrap: no network, "
+        "read-only system, only the job's scratch folder writable, GPU device nodes bound in); "
+        "auto: bwrap where it can start, else refuse LLM output; none: run unconfined "
+        "(user level only).",
+    )
     cluster: str | None = Field(
         None,
         description="Ray cluster address (ray://head:10001, or head:6379 inside the cluster; "
