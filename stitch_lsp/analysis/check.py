@@ -49,10 +49,10 @@ def _unreadable(path: Path, exc: OSError) -> Finding:
                 line=1,
                 severity=Severity.information,
                 code=r.code,
-                message=f"stitch-lsp skipped this file: {exc.reason}",
+                message=f"stitch-lsp skipped this file: it {exc.reason}",
                 url=r.url,
             )
-        return _missing(path, f"{shown}: {exc.reason}", Severity.warning)
+        return _missing(path, f"{shown} {exc.reason}", Severity.warning)
     return _missing(path, f"{shown}: cannot read ({exc.strerror or exc})")
 
 
