@@ -48,7 +48,9 @@ def with_header(code: str, reference: Path, out: Path) -> str:
 
 
 def write_new(path: Path, text: str) -> None:
-    """Create `path` with `text`; FileExistsError if anything is already there."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    """Create `path` with `text`; FileExistsError if anything is already there (a dangling
+    symlink included: O_EXCL with O_NOFOLLOW never writes through a link)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)

@@ -23,7 +23,7 @@ def reference_problem(path: Path, settings: Settings | None = None) -> str | Non
     try:
         doc = Document.from_path(path, "python", settings.max_file_bytes)
     except OSError as exc:
-        return f"cannot read {shown}: {getattr(exc, 'reason', None) or exc.strerror or exc}"
+        return f"{shown} cannot be read: {getattr(exc, 'reason', None) or exc.strerror or exc}"
     if not doc.text.strip():
         return f"{shown} is empty: there is no Model to implement"
     analysis = analyze(doc, settings)

@@ -38,6 +38,7 @@ Added later, same schema (readers that ignore unknown keys are unaffected):
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -103,14 +104,34 @@ def record(
 
 
 class TrajectoryWriter:
-    """Appends records to `<folder>/<run_id>.jsonl`; creates the folder on the first record."""
+    """Appends records to `<folder>/<run_id>.jsonl`; creates the folder on the first record.
+
+    The file is created new (O_EXCL) and never opened through a symlink (O_NOFOLLOW): a link
+    planted under the run's name cannot send the records, or an append, to another file."""
 
     def __init__(self, folder: Path, run_id: str) -> None:
         self.path = folder / f"{run_id}.jsonl"
+        self._created = False
 
     def write(self, rec: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
+        flags = (
+            os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        )
+        if not self._created:
+            flags |= os.O_CREAT | os.O_EXCL
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except FileExistsError:
+            raise FileExistsError(
+                f"{self.path} already exists; the trajectory of this run was not written over it"
+            ) from None
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot write the trajectory {self.path}: {exc.strerror}"
+            ) from None
+        self._created = True
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
 
 

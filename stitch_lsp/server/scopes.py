@@ -3,12 +3,14 @@
 A workspace's own settings (`.vscode/settings.json`, a project-local editor config) are written
 by whoever wrote the project. So:
 
-- `llmBaseUrl`, `llmApiKeyEnv` and `cluster` (config.USER_LEVEL_ONLY) decide where code and
-  the API key are sent: the server takes them only from its own environment
-  (`STITCH_LLM_BASE_URL`), its command line, or from `userSettings`, values the editor vouches
-  come from user-level settings (the VS Code client reads them with `inspect().globalValue`).
-  The same keys in ordinary LSP settings are ignored, with a warning in the log and a notice
-  once.
+- `llmBaseUrl`, `llmApiKeyEnv` and `cluster` decide where code and the API key are sent;
+  `pythonForWorkers` and `ncuPath` name programs the server runs (the workers' Python is
+  probed at `initialized`; NVIDIA's report reader is imported from beside ncu); `sandbox`
+  decides whether candidate code is confined. These (config.USER_LEVEL_ONLY) come only from
+  the server's own environment (`STITCH_LLM_BASE_URL`), its command line, or `userSettings`,
+  values the editor vouches come from user-level settings (the VS Code client reads them with
+  `inspect().globalValue`), whatever the workspace's trust. The same keys in ordinary LSP
+  settings are ignored, with a warning in the log and a notice once.
 - Output folders (`trajectoriesDir`, and where a generated file goes) stay inside the workspace
   folders or the user's data folder, unless the value itself is user-level.
 
@@ -30,6 +32,15 @@ from pydantic.alias_generators import to_camel
 from stitch_lsp.config import USER_LEVEL_ONLY, Settings
 
 USER_SETTINGS_KEY = "userSettings"
+_WHY: dict[str, str] = {
+    "llm_base_url": "decides where code and the API key are sent",
+    "llm_api_key_env": "decides which secret is sent to the endpoint",
+    "cluster": "decides where code is sent",
+    "python_for_workers": "names the program that runs the workers",
+    "ncu_path": "names the program that profiles (and where its report reader is loaded from)",
+    "sandbox": "decides whether candidate code is confined",
+}
+"""Why each USER_LEVEL_ONLY setting is one, in the sentence that says its value was ignored."""
 
 
 @dataclass
@@ -70,9 +81,9 @@ def apply_scopes(
         if key in values and values[key] != allowed:
             name = to_camel(key)
             out.ignored[name] = (
-                f"stitch.{name} = {values[key]!r} was ignored: it decides where code and the API "
-                "key are sent, so it is taken only from user settings (or the server's "
-                f"environment), never from a workspace; using {allowed!r}"
+                f"stitch.{name} = {values[key]!r} was ignored: it {_WHY.get(key, 'is user-level only')}, so it is taken "
+                "only from user settings (or the server's environment), never from a workspace; "
+                f"using {allowed!r}"
             )
     return out
 
@@ -112,13 +123,26 @@ def within(path: Path, roots: Iterable[Path]) -> bool:
 
 
 def output_folder(setting: str, value: str, roots: Sequence[Path], *, user_level: bool) -> Path:
-    """Where an output-folder setting points (relative to the first root). A value the
-    workspace chose must stay inside `roots` or the user's data folder."""
+    """Where an output-folder setting points (relative to the first root), symlinks resolved
+    before any check. A value the workspace chose must stay inside `roots` or the user's data
+    folder; a user-level value may point anywhere, except through a symlink in the workspace."""
     if not roots:
         raise OutsideWorkspace(f"stitch.{setting}: no workspace folder to write into")
     raw = Path(value).expanduser()
-    path = (raw if raw.is_absolute() else roots[0] / raw).resolve()
-    if user_level or within(path, [*roots, data_folder()]):
+    lexical = Path(os.path.normpath(raw if raw.is_absolute() else roots[0].absolute() / raw))
+    path = lexical.resolve()
+    if user_level:
+        # The user may name any folder, `..` included; but a folder named inside the workspace
+        # stays inside it: a symlinked `.stitch` committed there does not lead the output out.
+        inside_by_name = lexical == roots[0].absolute() or roots[0].absolute() in lexical.parents
+        if not inside_by_name or within(path, [roots[0]]):
+            return path
+        raise OutsideWorkspace(
+            f"stitch.{setting} = {value!r} leads outside the workspace ({path}) through a "
+            f"symlink in {roots[0]}; nothing is written through it. Remove the link, or set "
+            "an absolute folder in your user settings."
+        )
+    if within(path, [*roots, data_folder()]):
         return path
     raise OutsideWorkspace(
         f"stitch.{setting} = {value!r} points outside the workspace ({path}); a workspace "
@@ -128,7 +152,16 @@ def output_folder(setting: str, value: str, roots: Sequence[Path], *, user_level
 
 
 def generated_file_folder(reference: Path, invoked: Path, roots: Sequence[Path]) -> Path:
-    """Where a generated file goes: beside its reference, unless the reference (named by an
-    Optimize file's header) lies outside the workspace; then beside the file the command ran on."""
-    folder = reference.parent
-    return folder if within(folder, [*roots, invoked.parent]) else invoked.parent
+    """Where a generated file goes, resolved: beside its reference, unless the reference (named
+    by an Optimize file's header) lies outside the workspace; then beside the file the command
+    ran on. Either must lie inside `roots` once symlinks are followed (OutsideWorkspace if
+    neither does): a symlinked folder in the workspace does not lead the output out of it."""
+    if not roots:
+        return invoked.parent
+    for folder in (reference.parent, invoked.parent):
+        if within(folder, roots):
+            return folder.resolve()
+    raise OutsideWorkspace(
+        f"{invoked.parent} leads outside the workspace ({invoked.parent.resolve()}) through a "
+        "symlink; the generated file would be written there, so nothing was written"
+    )

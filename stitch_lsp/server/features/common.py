@@ -59,12 +59,55 @@ def fail(
     return CommandResult(ok=False, message=message, state=state)
 
 
-def unsaved(doc: OpenDocument, path: Path) -> bool:
-    """Whether the editor's text differs from the file on disk (workers run what is on disk)."""
+async def read_disk_text(ls: StitchServer, path: Path, max_bytes: int | None = None) -> str:
+    """A workspace file's text, read in a worker thread through `files.read_text`: a regular
+    file after its links are followed, at most `max_bytes` (default: stitch.maxFileBytes).
+    Raises OSError (UnreadableFile for a FIFO, a device, a file too large) with a clear
+    message: see `files.unreadable_reason`."""
+    from stitch_lsp.analysis.files import read_text
+
+    cap = ls.settings.max_file_bytes if max_bytes is None else max_bytes
+    return await asyncio.to_thread(read_text, path, cap)
+
+
+async def unsaved(ls: StitchServer, doc: OpenDocument, path: Path) -> bool:
+    """Whether the editor's text differs from the file on disk (workers run what is on disk);
+    a file that cannot be read counts as unsaved."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace") != doc.text
+        return await read_disk_text(ls, path) != doc.text
     except OSError:
         return True
+
+
+class DiskTexts:
+    """Files' texts by (path, inode, mtime, size): a lens or hover that compares against a
+    file on disk reads it once per change, never whole (a cap) and never a FIFO."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._texts: dict[str, tuple[tuple[int, int, int], str | None]] = {}
+        self._size = size
+
+    def get(self, path: Path, max_bytes: int) -> str | None:
+        import os
+
+        from stitch_lsp.analysis.files import read_text
+
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key, stamp = str(path), (st.st_ino, st.st_mtime_ns, st.st_size)
+        cached = self._texts.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        try:
+            text: str | None = read_text(path, max_bytes) if st.st_size <= max_bytes else None
+        except OSError:
+            text = None
+        if len(self._texts) >= self._size:
+            self._texts.pop(next(iter(self._texts)))
+        self._texts[key] = (stamp, text)
+        return text
 
 
 class AfterSave:

@@ -52,14 +52,26 @@ async def export_standalone_copy(ls: StitchServer, uri: str) -> dict[str, Any]:
     path = uri_to_path(uri)
     if path is None or path.suffix != ".py":
         return _fail(ls, "export works on a .py file")
+    from stitch_lsp.analysis.files import unreadable_reason
+    from stitch_lsp.server.features.common import read_disk_text
+
     doc = ls.documents.get(uri)
     try:
-        text = doc.text if doc is not None else path.read_text(encoding="utf-8")
-        copy = export_standalone(text)
-    except (OSError, ExportError) as exc:
+        text = doc.text if doc is not None else await read_disk_text(ls, path)
+    except OSError as exc:
+        return _fail(ls, f"no standalone copy: {unreadable_reason(exc)}")
+    try:
+        copy = await asyncio.to_thread(export_standalone, text)
+    except ExportError as exc:
         return _fail(ls, f"no standalone copy of {path.name}: {exc}")
+    from stitch_lsp.server.scopes import OutsideWorkspace, generated_file_folder
+
+    try:
+        folder = generated_file_folder(path, path, ls.workspace_roots() or [path.parent])
+    except OutsideWorkspace as exc:
+        return _fail(ls, str(exc))
     taken = {p.name for d in ls.documents.values() if (p := d.path) is not None}
-    out = free_name(path, taken, suffix=SUFFIX)
+    out = free_name(path, taken, folder, suffix=SUFFIX)
     out_uri, problem = await create_new_file(ls, out, copy, label="stitch: standalone copy")
     if out_uri is None:
         return _fail(ls, f"could not create {out.name}: {problem}")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
+from stitch_lsp.analysis.files import unreadable_reason
 from stitch_lsp.analysis.model import Analysis, ModuleInfo, range_contains
 from stitch_lsp.models.commands import (
     AttemptSummary,
@@ -32,7 +33,7 @@ from stitch_lsp.models.commands import (
     GenerateCommandResult,
     OpenGeneratedResult,
 )
-from stitch_lsp.server.features.common import at_line, fail, lens, unsaved, uri_argument
+from stitch_lsp.server.features.common import at_line, fail, lens, read_disk_text, uri_argument
 from stitch_lsp.server.scopes import OutsideWorkspace, generated_file_folder, output_folder
 
 if TYPE_CHECKING:
@@ -126,16 +127,23 @@ async def run_generation(
     if path is None or path.suffix != ".py" or not path.is_file():
         return fail(ls, "generation works on a saved KernelBench-format .py file")
     doc = ls.documents.get(uri)
-    if doc is not None and unsaved(doc, path):
+    try:
+        disk = await read_disk_text(ls, path)
+    except OSError as exc:
+        return fail(ls, f"cannot generate from it: {unreadable_reason(exc)}")
+    if doc is not None and disk != doc.text:
         return fail(ls, "save the file first: the loop reads what is on disk")
-    reference, start_from, problem = _inputs(doc, path, optimize)
+    reference, start_from, problem = _inputs(doc, path, disk, optimize)
     if reference is None:
         return fail(ls, problem or "no reference to work from")
     from stitch_lsp.agents.reference_check import reference_problem
 
-    problem = await asyncio.get_running_loop().run_in_executor(
-        ls.analysis_executor, reference_problem, reference, ls.settings
-    )
+    try:
+        problem = await asyncio.get_running_loop().run_in_executor(
+            ls.analysis_executor, reference_problem, reference, ls.settings
+        )
+    except OSError as exc:
+        problem = f"the reference cannot be read: {unreadable_reason(exc)}"
     if problem is not None:  # nothing for a model to implement: refuse before any call
         return fail(ls, f"{problem}; nothing was generated")
     compile_only = not ls.jobs.devices
@@ -152,9 +160,9 @@ async def run_generation(
             roots,
             user_level="trajectories_dir" in ls.user_level,
         )
+        out_dir = generated_file_folder(reference, path, roots)
     except OutsideWorkspace as exc:
         return fail(ls, str(exc))
-    out_dir = generated_file_folder(reference, path, roots)
 
     async def run(ctx: JobContext) -> RunResult:
         loop = asyncio.get_running_loop()
@@ -239,9 +247,9 @@ async def run_generation(
 
 
 def _inputs(
-    doc: OpenDocument | None, path: Path, optimize: bool
+    doc: OpenDocument | None, path: Path, text: str, optimize: bool
 ) -> tuple[Path | None, str | None, str | None]:
-    """(reference, start_from, problem)."""
+    """(reference, start_from, problem); `text` is the file as it is on disk."""
     if not optimize:
         return path, None, None
     ref = None
@@ -250,7 +258,6 @@ def _inputs(
             ref = doc.reference_path()
         except Exception:
             ref = None
-    text = path.read_text(encoding="utf-8")
     if ref is None:
         a = doc.analysis if doc is not None else None
         if a is not None and a.module("Model") is not None:

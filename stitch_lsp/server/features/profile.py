@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
+from stitch_lsp.analysis.files import unreadable_reason
 from stitch_lsp.analysis.model import KernelInfo, LaunchInfo, ModuleInfo
 from stitch_lsp.models.commands import (
     CommandResult,
@@ -45,6 +46,7 @@ from stitch_lsp.server.features.common import (
     VerifiedSpeedups,
     arguments,
     lens,
+    read_disk_text,
     unsaved,
 )
 from stitch_lsp.server.features.results import profile_reference, remember_profile
@@ -378,7 +380,10 @@ async def start_profile(
     path = uri_to_path(uri)
     if path is None or path.suffix not in _SUFFIXES:
         return CommandResult(ok=False, message="only .py and .cu files can be profiled")
-    text = doc.text if doc is not None else path.read_text(encoding="utf-8", errors="replace")
+    try:
+        text = doc.text if doc is not None else await read_disk_text(ls, path)
+    except OSError as exc:
+        return _refuse(ls, f"cannot profile: {unreadable_reason(exc)}", quiet)
     s = ls.settings
     reference = profile_reference(doc, path)
     req = ProfileRequest(
@@ -390,8 +395,13 @@ async def start_profile(
         timeout_s=s.verify_timeout_s,
         reference=str(reference) if reference is not None else None,
     )
-    ref_text = _read(reference) if reference is not None and reference != path else ""
-    if doc is not None and doc.version is not None and unsaved(doc, path):
+    ref_text = ""
+    if reference is not None and reference != path:
+        try:
+            ref_text = await read_disk_text(ls, reference)
+        except OSError as exc:
+            return _refuse(ls, f"cannot profile its reference: {unreadable_reason(exc)}", quiet)
+    if doc is not None and doc.version is not None and await unsaved(ls, doc, path):
         message = "save the file first: the profiler runs what is on disk"
         return CommandResult(ok=False, message=message)
 
@@ -437,11 +447,14 @@ async def start_profile(
     return CommandResult(ok=False, message=message, state=outcome.state.value)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+def _refuse(ls: StitchServer, message: str, quiet: bool) -> CommandResult:
+    """A file the profiler cannot take: said once (a log line for profile-on-save), answered."""
+    kind = lsp.MessageType.Warning
+    if quiet:
+        ls.log(f"ncu: {message}", kind)
+    else:
+        ls.window_show_message(lsp.ShowMessageParams(type=kind, message=f"ncu: {message}"))
+    return CommandResult(ok=False, message=message)
 
 
 def _summarize_run(run: Any) -> tuple[str, float | None]:

@@ -13,7 +13,11 @@ that declared the `stitch.showResults` command in `initializationOptions.clientC
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +25,16 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
+from stitch_lsp.analysis.files import (
+    UnreadableFile,
+    display_path,
+    human_size,
+    is_inside,
+    kind_of,
+    over_limit,
+    read_regular,
+    unreadable_reason,
+)
 from stitch_lsp.models.editor import (
     RESULTS_METHOD,
     AttemptRow,
@@ -40,6 +54,12 @@ SHOW_RESULTS = "stitch.showResults"
 """A client command: the lens is offered only to clients that say they have it."""
 SHOW_RESULTS_TITLE = "Show results"
 MAX_TRAJECTORY_FILES = 500
+MAX_TRAJECTORY_FILE_BYTES = 16 << 20
+MAX_TOTAL_TRAJECTORY_BYTES = 64 << 20
+MAX_RECORD_BYTES = 4 << 20
+MAX_SCAN_ENTRIES = 20_000
+MAX_SCAN_DEPTH = 8
+MAX_SKIP_NOTES = 5
 MAX_ATTEMPTS = 100
 
 
@@ -58,51 +78,137 @@ class StoredProfile:
 
 @dataclass
 class TrajectoryIndex:
-    """Trajectory records by file, re-read only when a file changes (lenses ask often)."""
+    """Trajectory records by file, re-read only when a file changes (lenses ask often).
+
+    The folder is in the workspace, so it may hold anything: `scan_trajectories` bounds the
+    walk and `_read_records` reads each file through `files.read_regular`. Called in a worker
+    thread (`attempts_for_async`); the lock keeps two lens requests from reading one file twice.
+    """
 
     files: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = field(default_factory=dict)
+    skipped: dict[Path, str] = field(default_factory=dict)
+    """Files not read, and why (a FIFO, /dev/zero, too large, a link out of the folder)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def records(self, folder: Path) -> list[dict[str, Any]]:
-        if not folder.is_dir():
-            return []
-        try:
-            paths = sorted(folder.rglob("*.jsonl"), key=_mtime, reverse=True)
-        except OSError:
-            return []
+        with self.lock:
+            return self._records(folder)
+
+    def _records(self, folder: Path) -> list[dict[str, Any]]:
+        found, notes = scan_trajectories(folder)
+        for path, why in notes.items():
+            self.skipped[path] = why
         out: list[dict[str, Any]] = []
-        for path in paths[:MAX_TRAJECTORY_FILES]:
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            stamp = (st.st_mtime_ns, st.st_size)
+        budget = MAX_TOTAL_TRAJECTORY_BYTES
+        for path, stamp in found:
             cached = self.files.get(path)
             if cached is None or cached[0] != stamp:
-                cached = (stamp, _read_records(path))
+                if stamp[1] > budget:
+                    self.skipped[path] = (
+                        f"{display_path(path)} was not read: the trajectory files before it "
+                        f"already reached {human_size(MAX_TOTAL_TRAJECTORY_BYTES)}"
+                    )
+                    continue
+                try:
+                    cached = (stamp, _read_records(path, folder))
+                except OSError as exc:
+                    self.skipped[path] = unreadable_reason(exc)
+                    self.files.pop(path, None)
+                    continue
                 self.files[path] = cached
+                self.skipped.pop(path, None)
+            budget -= stamp[1]
             out.extend(cached[1])
         return out
 
+    def notes(self, folders: list[Path]) -> list[str]:
+        """Why files under `folders` were skipped, one line each (at most a few)."""
+        lines = [
+            why
+            for path, why in self.skipped.items()
+            if any(path == f or f in path.parents for f in folders)
+        ]
+        more = len(lines) - MAX_SKIP_NOTES
+        return lines[:MAX_SKIP_NOTES] + ([f"... and {more} more skipped"] if more > 0 else [])
 
-def _mtime(path: Path) -> float:
+
+def scan_trajectories(folder: Path) -> tuple[list[tuple[Path, tuple[int, int]]], dict[Path, str]]:
+    """The `*.jsonl` files under `folder`, newest first, with their (mtime_ns, size), and the
+    ones left out with why.
+
+    A bounded walk: at most MAX_SCAN_ENTRIES entries, MAX_SCAN_DEPTH levels, no symlinked
+    folder followed; a symlinked file only when it resolves inside `folder` to a regular file.
+    Only `lstat`/`stat` here: nothing is opened, so a FIFO cannot block the walk."""
+    found: list[tuple[float, Path, tuple[int, int]]] = []
+    notes: dict[Path, str] = {}
     try:
-        return path.stat().st_mtime
+        base = Path(os.path.realpath(folder))
     except OSError:
-        return 0.0
+        return [], notes
+    if not base.is_dir():
+        return [], notes
+    seen = 0
+    stack: list[tuple[Path, int]] = [(base, 0)]
+    while stack:
+        current, depth = stack.pop()
+        try:
+            entries = os.scandir(current)
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                if seen > MAX_SCAN_ENTRIES:
+                    notes[base] = (
+                        f"{display_path(folder)} holds more than {MAX_SCAN_ENTRIES} entries; "
+                        "only the first were looked at"
+                    )
+                    stack.clear()
+                    break
+                path = Path(entry.path)
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth + 1 < MAX_SCAN_DEPTH:
+                            stack.append((path, depth + 1))
+                        continue
+                    if not entry.name.endswith(".jsonl"):
+                        continue
+                    st = _trajectory_stat(entry, base)
+                except OSError as exc:
+                    notes[path] = unreadable_reason(exc)
+                    continue
+                found.append((st.st_mtime, path, (st.st_mtime_ns, st.st_size)))
+    found.sort(key=lambda f: f[0], reverse=True)
+    return [(p, stamp) for _, p, stamp in found[:MAX_TRAJECTORY_FILES]], notes
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
+def _trajectory_stat(entry: os.DirEntry[str], base: Path) -> os.stat_result:
+    """The stat of a trajectory file, after its links, refusing what `read_regular` would."""
+    if entry.is_symlink():
+        real = os.path.realpath(entry.path)
+        if not is_inside(real, [base]):
+            raise UnreadableFile(
+                entry.path, f"leads outside {display_path(base)} (to {display_path(real)})"
+            )
+    st = os.stat(entry.path)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableFile(entry.path, f"is not a regular file ({kind_of(st.st_mode)}); not read")
+    if st.st_size > MAX_TRAJECTORY_FILE_BYTES:
+        raise UnreadableFile(entry.path, over_limit(st.st_size, MAX_TRAJECTORY_FILE_BYTES))
+    return st
+
+
+def _read_records(path: Path, folder: Path) -> list[dict[str, Any]]:
     from stitch_lsp.agents.trajectory import SCHEMA
 
+    data = read_regular(path, MAX_TRAJECTORY_FILE_BYTES, inside=[folder])
     out: list[dict[str, Any]] = []
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return out
-    for line in lines:
+    for line in data.splitlines():
+        if len(line) > MAX_RECORD_BYTES or not line.strip():
+            continue  # one json.loads of a huge line would hold the GIL, and the loop, for long
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(rec, dict) and rec.get("schema") == SCHEMA:
             out.append(rec)
@@ -180,13 +286,39 @@ def _workspace_root(server: StitchServer) -> Path | None:
     return Path(root) if root else None
 
 
-def attempts_for(
-    server: StitchServer, reference: Path, candidate_text: str | None
-) -> list[AttemptRow]:
-    from stitch_lsp.agents.runner import trajectories_folder
+def trajectory_folders(server: StitchServer, reference: Path) -> tuple[list[Path], list[str]]:
+    """The folders that may hold runs on `reference` (the setting, relative to the workspace
+    and to the reference's folder), each resolved and confined like the folder runs write to;
+    and a note for each one refused."""
+    from stitch_lsp.server.scopes import OutsideWorkspace, output_folder
 
     roots = [r for r in (_workspace_root(server), reference.parent) if r is not None]
-    folders = list(dict.fromkeys(trajectories_folder(server.settings, r) for r in roots))
+    folders: list[Path] = []
+    notes: list[str] = []
+    user_level = "trajectories_dir" in server.user_level
+    for root in roots:
+        try:
+            folder = output_folder(
+                "trajectoriesDir", server.settings.trajectories_dir, [root], user_level=user_level
+            )
+        except (OutsideWorkspace, OSError, RuntimeError) as exc:
+            notes.append(f"trajectories not read: {exc}")
+            continue
+        if folder not in folders:
+            folders.append(folder)
+    return folders, list(dict.fromkeys(notes))
+
+
+def attempts_for(
+    server: StitchServer,
+    reference: Path,
+    candidate_text: str | None,
+    notes: list[str] | None = None,
+) -> list[AttemptRow]:
+    """The recorded attempts on `reference`. Reads the disk: call it off the event loop
+    (`attempts_for_async`). `notes`, when given, collects why files were skipped."""
+    roots = [r for r in (_workspace_root(server), reference.parent) if r is not None]
+    folders, refused = trajectory_folders(server, reference)
     label_roots = list(dict.fromkeys([*roots, *(f.parent.parent for f in folders)]))
     index = store_of(server).trajectories
     own = _without_header(candidate_text) if candidate_text is not None else None
@@ -198,13 +330,32 @@ def attempts_for(
             label = meta.get("reference")
             if not isinstance(label, str) or not _label_matches(label, reference, label_roots):
                 continue
-            key = (str(rec.get("run_id")), int(rec.get("attempt") or 0))
+            key = (str(rec.get("run_id")), _int(rec.get("attempt")))
             if key in seen:
                 continue
             seen.add(key)
             rows.append(_attempt_row(rec, own))
-    rows.sort(key=lambda r: (r.created or "", r.run_id, r.attempt))
+    if notes is not None:
+        notes.extend(refused + index.notes(folders))
+    rows.sort(key=lambda r: (str(r.created or ""), r.run_id, r.attempt))
     return rows[-MAX_ATTEMPTS:]
+
+
+async def attempts_for_async(
+    server: StitchServer,
+    reference: Path,
+    candidate_text: str | None,
+    notes: list[str] | None = None,
+) -> list[AttemptRow]:
+    """`attempts_for` in a worker thread: the event loop never waits for the trajectory walk."""
+    return await asyncio.to_thread(attempts_for, server, reference, candidate_text, notes)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
 
 
 def _attempt_row(rec: dict[str, Any], own: str | None) -> AttemptRow:
@@ -214,7 +365,7 @@ def _attempt_row(rec: dict[str, Any], own: str | None) -> AttemptRow:
     code = rec.get("code")
     return AttemptRow(
         run_id=str(rec.get("run_id", "")),
-        attempt=int(rec.get("attempt") or 0),
+        attempt=_int(rec.get("attempt")),
         stage=str(rec.get("stage", "")),
         status=str(verify.get("status", "")),
         speedup_vs_eager=verify.get("speedup"),
@@ -301,7 +452,7 @@ def roofs_from(kernels: list[ProfileResult], gpu_name: str | None) -> Roofs:
     )
 
 
-def results_for(server: StitchServer, uri: str) -> ResultsResponse:
+async def results_for(server: StitchServer, uri: str) -> ResultsResponse:
     path = uri_to_path(uri)
     doc = server.documents.get(uri)
     name = path.name if path is not None else uri
@@ -325,9 +476,9 @@ def results_for(server: StitchServer, uri: str) -> ResultsResponse:
         role=role,
         reference=str(reference) if reference is not None else None,
     )
-    if reference is not None and reference.is_file():
-        response.attempts = attempts_for(
-            server, reference, doc.text if role == "candidate" else None
+    if reference is not None:
+        response.attempts = await attempts_for_async(
+            server, reference, doc.text if role == "candidate" else None, notes
         )
     if not response.attempts:
         notes.append("no generate or optimize runs recorded for this reference yet")
@@ -396,13 +547,13 @@ def register(server: StitchServer) -> None:
     store_of(server)
 
     @server.feature(RESULTS_METHOD)
-    def results_request(ls: StitchServer, params: Any) -> dict[str, Any]:
+    async def results_request(ls: StitchServer, params: Any) -> dict[str, Any]:
         uri = params.get("uri") if isinstance(params, dict) else getattr(params, "uri", None)
         if not isinstance(uri, str):
             raise ValueError(f"{RESULTS_METHOD} wants {{uri}}")
-        return results_for(ls, uri).to_json()
+        return (await results_for(ls, uri)).to_json()
 
-    def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
+    async def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
         client_commands = server.client_options.get("clientCommands") or []
         if SHOW_RESULTS not in client_commands or doc.path is None or doc.too_large:
             return []
@@ -412,7 +563,7 @@ def register(server: StitchServer) -> None:
         module = a.module("ModelNew")
         if module is None:
             model = a.module("Model")
-            if model is None or not attempts_for(server, doc.path, None):
+            if model is None or not await attempts_for_async(server, doc.path, None):
                 return []
             module = model
         pos = lsp.Position(line=module.selection_range[0], character=0)

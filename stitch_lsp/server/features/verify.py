@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
+from stitch_lsp.analysis.files import unreadable_reason
 from stitch_lsp.analysis.model import Analysis, range_contains
 from stitch_lsp.models.commands import CommandResult, VerifyCommandResult
 from stitch_lsp.models.findings import Finding, Severity
@@ -34,9 +35,11 @@ from stitch_lsp.models.verify import VerifyResult, VerifyStatus
 from stitch_lsp.server.documents import path_key, text_hash
 from stitch_lsp.server.features.common import (
     AfterSave,
+    DiskTexts,
     VerifiedSpeedups,
     fail,
     lens,
+    read_disk_text,
     uri_argument,
 )
 from stitch_lsp.verify.baselines import LABELS as BASELINE_LABELS
@@ -187,7 +190,10 @@ async def start_verify(
     if path is None or path.suffix != ".py" or not path.is_file():
         return _fail(ls, "verify works on a saved .py file that defines ModelNew", quiet)
     doc = ls.documents.get(uri)
-    disk = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        disk = await read_disk_text(ls, path)
+    except OSError as exc:
+        return _fail(ls, f"cannot verify: {unreadable_reason(exc)}", quiet)
     if doc is not None and doc.text != disk:
         return _fail(ls, "save the file first: the Verifier runs what is on disk", quiet)
     text = disk
@@ -198,7 +204,10 @@ async def start_verify(
     if reference is None:
         return _fail(ls, problem, quiet)
     ref_doc = next((d for d in ls.documents.values() if d.path and _same(d.path, reference)), None)
-    ref_text = reference.read_text(encoding="utf-8", errors="replace")
+    try:
+        ref_text = await read_disk_text(ls, reference)
+    except OSError as exc:
+        return _fail(ls, f"cannot verify against the reference: {unreadable_reason(exc)}", quiet)
     if ref_doc is not None and ref_doc is not doc and ref_doc.text != ref_text:
         return _fail(ls, f"save the reference {reference.name} first", quiet)
 
@@ -422,14 +431,12 @@ def _analyze(uri: str, text: str, ls: StitchServer) -> Analysis | None:
 
 
 def _text_of(ls: StitchServer, path: Path) -> str | None:
-    """The editor's text of an open file, else the file on disk."""
+    """The editor's text of an open file, else the file on disk (bounded, cached by stat:
+    lenses and hovers ask on the event loop)."""
     for d in list(ls.documents.values()):
         if d.path is not None and _same(d.path, path):
             return d.text
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
+    return ls.store(DiskTexts).get(path, ls.settings.max_file_bytes)
 
 
 def _same(a: Path, b: Path) -> bool:
