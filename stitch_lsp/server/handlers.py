@@ -24,9 +24,10 @@ from stitch_lsp.analysis.document import Document
 from stitch_lsp.models.base import wire_dict
 from stitch_lsp.server.app import StitchServer
 from stitch_lsp.server.convert import from_range
-from stitch_lsp.server.documents import OpenDocument, path_key
+from stitch_lsp.server.documents import OpenDocument
 from stitch_lsp.server.registry import CommandSpec
 from stitch_lsp.server.symbols import to_document_symbols
+from stitch_lsp.server.watched_files import WatchedFiles
 
 WATCHED_GLOBS = ("**/*.py", "**/*.cu", "**/*.cuh")
 DEBUG_INFO_METHOD = "stitch/debugInfo"
@@ -75,6 +76,9 @@ def register_handlers(server: StitchServer) -> None:
     @guarded("initialize")
     def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
         ls.set_initialization_options(params.initialization_options)
+        unwatched = ls.lifeline.watch_editor(params.process_id)
+        if unwatched is not None:
+            ls.log(f"stitch-lsp: {unwatched}", lsp.MessageType.Warning)
         ls.startup_report = ls.apply_settings(None)
         for spec in ls.commands.values():
             if ls.command_enabled(spec.name):
@@ -266,34 +270,9 @@ def register_handlers(server: StitchServer) -> None:
 
     @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     @guarded("didChangeWatchedFiles")
-    async def did_change_watched_files(
-        ls: StitchServer, params: lsp.DidChangeWatchedFilesParams
-    ) -> None:
-        from stitch_lsp.analysis.document import uri_to_path
-
-        for change in params.changes:
-            if change.uri in ls.documents:
-                continue  # the editor's buffer is the truth for open files
-            path = uri_to_path(change.uri)
-            if path is None:
-                continue
-            key = path_key(path)
-            dropped = ls.jobs.invalidate_path(key)
-            dependents = [uri for uri, d in ls.documents.items() if _depends_on(d, key)]
-            if change.type == lsp.FileChangeType.Deleted and dependents:
-                ls.log(
-                    f"stitch-lsp: {path} was deleted; {len(dependents)} open file(s) use it "
-                    "(as their reference or CUDA source)"
-                )
-            for uri in dependents:
-                ls.documents[uri].invalidate()
-                ls.schedule_publish(uri, delay_ms=0)
-            if dropped:
-                ls.log(f"stitch-lsp: {path} changed; dropped {dropped} cached result(s)")
-            for listener in list(ls.file_change_listeners):
-                await ls.call_provider(
-                    "file change listener", listener, key, change.type, default=None
-                )
+    def did_change_watched_files(ls: StitchServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+        # Recorded only: one coalesced pass follows (watched_files.py explains why).
+        ls.store(WatchedFiles).add(ls, params.changes)
 
     # ---- debugging --------------------------------------------------------------------------
 
@@ -325,6 +304,7 @@ def register_handlers(server: StitchServer) -> None:
                 for uri, d in ls.documents.items()
             ],
             "loop": ls.watchdog.figures() if ls.watchdog is not None else None,
+            "watchedFiles": ls.store(WatchedFiles).figures(),
             "pendingHandlers": len(ls.protocol._request_futures),
             "time": time.time(),
         }
@@ -380,15 +360,6 @@ def _expose_command(ls: StitchServer, spec: CommandSpec) -> None:
             ) from None
 
     ls.command(spec.name)(command)
-
-
-def _depends_on(state: OpenDocument, changed: str) -> bool:
-    """Whether an open file reads `changed`: its `# stitch-lsp: reference=` header, or a
-    `cpp_extension.load(sources=[...])` file."""
-    try:
-        return changed in state.dependencies()
-    except Exception:
-        return False
 
 
 def _use_settings(ls: StitchServer, values: dict[str, Any]) -> None:
