@@ -38,6 +38,7 @@ from stitch_lsp.server.cluster import ClusterLink
 from stitch_lsp.server.convert import finding_to_diagnostic
 from stitch_lsp.server.documents import OpenDocument, PushedDiagnostics
 from stitch_lsp.server.jobs import JobScheduler
+from stitch_lsp.server.lifeline import Lifeline
 from stitch_lsp.server.progress import LspProgress
 from stitch_lsp.server.protocol import GuardedProtocol
 from stitch_lsp.server.registry import (
@@ -82,6 +83,21 @@ Each one defines `register(server: StitchServer) -> None`. Add yours here. Modul
 the environment variable STITCH_EXTRA_FEATURES (comma-separated) load after these: site plug-ins,
 and the test suite's fake features.
 """
+
+
+TRUST_ENV = "STITCH_TRUST"
+"""`STITCH_TRUST=1` (or `serve --trust`): a client that says nothing about trust is trusted."""
+
+
+def is_trusted(options: dict[str, Any]) -> bool:
+    """Whether the workspace is trusted: only the JSON boolean `true` in
+    `initializationOptions.trusted` says so ("false", 0, {} and null do not). A client that
+    sends no `trusted` at all gets trust only when whoever started the server said so, with
+    `serve --trust` or STITCH_TRUST=1: the client may be one that knows nothing of trust,
+    opening any folder."""
+    if "trusted" in options:
+        return options["trusted"] is True
+    return os.environ.get(TRUST_ENV, "").strip().lower() in ("1", "true")
 
 
 @dataclass
@@ -139,7 +155,7 @@ class StitchServer(LanguageServer):
         self.settings: Settings = Settings.from_sources(strict=False)
         self.user_level: frozenset[str] = frozenset(Settings.model_fields)
         """Settings whose current value the workspace did not choose (see `scopes`)."""
-        self.trusted: bool = True
+        self.trusted: bool = False  # decided by `initialize` (see `is_trusted`)
         self.initialized: bool = False
         self.documents: dict[str, OpenDocument] = {}
         self.diagnostic_sources: dict[str, DiagnosticSource] = {}
@@ -165,6 +181,7 @@ class StitchServer(LanguageServer):
         self.exit_code = 0  # what `exit` asked for: 0 after `shutdown`, else 1
         self.watchdog: LoopWatchdog | None = None  # set when STITCH_LOOP_WATCHDOG is
         self.torch_problem: str | None = None  # why the workers cannot use torch, if they cannot
+        self.lifeline = Lifeline(self._orphaned)  # started by `start_io`
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stitch-job")
         self.cluster = ClusterLink()
         self._last_status: tuple[str, str, float | None] = ("idle", "", None)
@@ -184,11 +201,21 @@ class StitchServer(LanguageServer):
 
     # ---- transport ----------------------------------------------------------------------------
 
-    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        """Serve LSP on stdio through our own framing (`stream.py`); `exit_code` says how `exit`
-        ended it."""
+    def start_io(
+        self,
+        stdin: BinaryIO | Any | None = None,
+        stdout: BinaryIO | None = None,
+        *,
+        watch_parent: bool = True,
+    ) -> None:
+        """Serve LSP on stdio (or an accepted socket) through our own framing (`stream.py`)
+        until `exit`, the end of the input, or the editor's death (`lifeline`); `exit_code` says
+        how it ended. `watch_parent`: also end when the process that started the server dies
+        (stdio: that process is the editor)."""
         from stitch_lsp.server.stream import OutputWriter, StreamServer
 
+        self.lifeline.watch_parent = watch_parent
+        self.lifeline.start()
         self._stop_event = threading.Event()
         self.protocol.set_writer(OutputWriter(stdout or sys.stdout.buffer))
         reader = StreamServer(self.protocol, self._stop_event)
@@ -211,6 +238,19 @@ class StitchServer(LanguageServer):
             if self.watchdog is not None:
                 self.watchdog.write_report()
             self.shutdown()
+
+    def _orphaned(self, why: str) -> None:
+        """The editor is gone (see `lifeline`): end every worker and the process now, from the
+        lifeline's thread, since the event loop may be the thing that hangs."""
+        try:
+            self.jobs.kill_all_processes()
+        except Exception:
+            log.exception("could not end the workers")
+        leaving = threading.Thread(target=self.cluster.leave, name="stitch-leave", daemon=True)
+        leaving.start()
+        leaving.join(5.0)
+        logging.shutdown()
+        os._exit(1)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """pygls's own errors (a notification that failed, a message it could not read) go to
@@ -384,10 +424,7 @@ class StitchServer(LanguageServer):
         settings, user = opts.get("settings"), opts.get(USER_SETTINGS_KEY)
         self._init_settings = settings if isinstance(settings, dict) else {}
         self._user_settings = dict(user) if isinstance(user, dict) else None
-        trusted = opts.get("trusted")
-        # Clients that know nothing of workspace trust get the full server: every command that
-        # runs code is still an explicit user request.
-        self.trusted = trusted if isinstance(trusted, bool) else True
+        self.trusted = is_trusted(opts)
 
     def apply_settings(self, raw: dict[str, Any] | None) -> SettingsReport:
         """Merge initializationOptions.settings and the client's `stitch` section into Settings.

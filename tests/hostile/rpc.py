@@ -144,7 +144,7 @@ class RawServer:
                 "processId": None,
                 "rootUri": root.as_uri(),
                 "capabilities": {},
-                "initializationOptions": {"settings": settings or {}},
+                "initializationOptions": {"settings": settings or {}, "trusted": True},
             },
         )
         self.notify("initialized", {})

@@ -146,7 +146,7 @@ async def initialize(
     root: Path,
     *,
     settings: dict[str, Any] | None = None,
-    trusted: bool | None = None,
+    trusted: Any = True,
     configuration: dict[str, Any] | None = None,
     capabilities: str = "visual-studio-code",
     user_settings: dict[str, Any] | None = None,
@@ -154,7 +154,8 @@ async def initialize(
 ) -> lsp.InitializeResult:
     """initialize + initialized like VS Code would, then wait until the server is ready.
 
-    `settings`/`trusted` go into initializationOptions, and `user_settings` as `userSettings`
+    `settings`/`trusted` go into initializationOptions (`trusted` as given, like VS Code's
+    `true`/`false`; `trusted=None` sends none at all), and `user_settings` as `userSettings`
     (values the editor vouches come from user-level settings, like llmBaseUrl), and any other
     `options` as they are;
     `configuration` is what the client answers to workspace/configuration for the `stitch`

@@ -106,6 +106,8 @@ def test_commands_must_be_registered_before_initialize(server: StitchServer) -> 
         return None
 
     server.register_command("stitch.verify", handler)
+    assert not server.command_enabled("stitch.verify")  # untrusted until initialize says
+    server.set_initialization_options({"trusted": True})
     assert server.command_enabled("stitch.verify")
     server.trusted = False
     assert not server.command_enabled("stitch.verify")
