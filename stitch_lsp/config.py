@@ -4,8 +4,9 @@ The LSP client sends camelCase keys (`llmBaseUrl`); Python code uses snake_case.
 Environment variables `STITCH_<SNAKE_NAME>` (read with pydantic-settings; lists comma-separated)
 override defaults, so CI and scripts need no editor.
 
-Three settings decide where code and the API key are sent, so a workspace may not set them:
-`USER_LEVEL_ONLY` (the server takes them only from its own environment, its command line, or
+Settings that name a program to run, a path to load code from, where code or the API key is
+sent, or whether candidate code is confined are `USER_LEVEL_ONLY`: a workspace may not set them,
+trusted or not (the server takes them only from its own environment, its command line, or
 values the editor vouches come from user-level settings; see `stitch_lsp.server.scopes`).
 """
 
@@ -29,9 +30,19 @@ DEFAULT_NCU_SECTIONS: tuple[str, ...] = (
 )
 ENV_PREFIX = "STITCH_"
 API_KEY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(_API_KEY|_KEY|_TOKEN)$", re.IGNORECASE)
-USER_LEVEL_ONLY: tuple[str, ...] = ("llm_base_url", "llm_api_key_env", "cluster")
-"""Settings a workspace may not set: the endpoint, which variable's value is sent to it, and
-the Ray cluster that receives the user's code."""
+USER_LEVEL_ONLY: tuple[str, ...] = (
+    "llm_base_url",
+    "llm_api_key_env",
+    "cluster",
+    "python_for_workers",
+    "ncu_path",
+    "sandbox",
+)
+"""Settings a workspace may not set: the endpoint, which variable's value is sent to it, the
+Ray cluster that receives the user's code, the Python the workers run (also probed at start-up),
+the ncu binary that is run (and beside which NVIDIA's report reader is imported), and the
+sandbox that confines candidate code. A project's own files would otherwise choose what runs."""
+NCU_SECTION_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
 
 
 class SettingsError(ValueError):
@@ -107,6 +118,18 @@ class Settings(BaseModel):
     # Editor
     debounce_ms: int = Field(250, ge=0, le=10_000)
     max_file_bytes: int = Field(5_000_000, ge=1_000)
+
+    @field_validator("ncu_sections")
+    @classmethod
+    def _section_names(cls, value: list[str]) -> list[str]:
+        # Each name follows `--section` on ncu's command line: never an option of its own.
+        for name in value:
+            if not NCU_SECTION_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not an Nsight Compute section name (letters, digits, _ . : -; "
+                    "not starting with -)"
+                )
+        return value
 
     @field_validator("llm_api_key_env")
     @classmethod

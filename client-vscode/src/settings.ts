@@ -12,15 +12,19 @@ export const CLIENT_ONLY_PREFIXES: readonly string[] = ["python.", "trace."];
 
 /**
  * Settings the server takes only from user-level settings (or its own environment): the endpoint
- * and the key variable decide where code and the API key go, and an output folder outside the
- * workspace needs the user's word. They travel as `userSettings`, read with `inspect()` so a
- * workspace's `.vscode/settings.json` cannot supply them.
+ * and the key variable decide where code and the API key go, the workers' Python and ncu are
+ * programs the server runs, the sandbox confines candidate code, and an output folder outside
+ * the workspace needs the user's word. They travel as `userSettings`, read with `inspect()` so
+ * a workspace's `.vscode/settings.json` cannot supply them.
  */
 export const USER_LEVEL_KEYS: readonly string[] = [
   "llmBaseUrl",
   "llmApiKeyEnv",
   "trajectoriesDir",
   "cluster",
+  "pythonForWorkers",
+  "ncuPath",
+  "sandbox",
 ];
 export const USER_SETTINGS_KEY = "userSettings";
 

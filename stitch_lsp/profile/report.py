@@ -79,12 +79,18 @@ def ncu_report_module(ncu_path: str | None = None) -> ModuleType:
 
 def _reader_folders(ncu_path: str) -> list[Path]:
     """Where an Nsight Compute install keeps ncu_report: beside the ncu we would run, then the
-    usual install folders, newest first."""
+    usual install folders, newest first.
+
+    `ncu_path` must be the user's own (a user-level setting, the server's environment or a
+    flag; workspace values never get here, see config.USER_LEVEL_ONLY), and only an absolute
+    one is followed: a relative path, or a relative PATH entry such as `.`, would resolve
+    against the working folder, which may be a project's, and the module found there would be
+    imported."""
     from stitch_lsp.profile.runner import find_ncu
 
     folders: list[Path] = []
     ncu = find_ncu(ncu_path)
-    if ncu is not None:
+    if ncu is not None and os.path.isabs(ncu):
         exe = Path(ncu).resolve()
         folders += [exe.parent / "extras" / "python", exe.parent.parent / "extras" / "python"]
     for pattern in _NCU_FOLDERS:

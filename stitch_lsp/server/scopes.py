@@ -80,9 +80,10 @@ def apply_scopes(
             out.values[key] = user[key]
         if key in values and values[key] != allowed:
             name = to_camel(key)
+            why = _WHY.get(key, "is user-level only")
             out.ignored[name] = (
-                f"stitch.{name} = {values[key]!r} was ignored: it {_WHY.get(key, 'is user-level only')}, so it is taken "
-                "only from user settings (or the server's environment), never from a workspace; "
+                f"stitch.{name} = {values[key]!r} was ignored: it {why}, so it is taken only "
+                "from user settings (or the server's environment), never from a workspace; "
                 f"using {allowed!r}"
             )
     return out

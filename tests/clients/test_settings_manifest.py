@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic.alias_generators import to_camel
 
-from stitch_lsp.config import Settings
+from stitch_lsp.config import USER_LEVEL_ONLY, Settings
 
 MANIFEST = Path(__file__).resolve().parents[2] / "client-vscode" / "package.json"
 CLIENT_ONLY = {"python.interpreter", "trace.server"}
@@ -72,3 +72,19 @@ def test_client_only_settings_are_declared() -> None:
     d = declared()
     assert d["python.interpreter"]["type"] == "array"
     assert d["trace.server"]["enum"] == ["off", "messages", "verbose"]
+
+
+def test_user_level_only_settings_are_restricted_and_sent_as_user_settings() -> None:
+    """Each setting the server takes only from user level must be kept out of untrusted
+    workspaces by VS Code, scoped so a workspace cannot set it, and sent in `userSettings`
+    (or the user's own value would be dropped as well)."""
+    manifest = json.loads(MANIFEST.read_text())
+    restricted = set(manifest["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"])
+    settings_ts = (MANIFEST.parent / "src" / "settings.ts").read_text()
+    keys_block = settings_ts.split("USER_LEVEL_KEYS: readonly string[] = [", 1)[1].split("]", 1)[0]
+    sent = {part.strip().strip('"') for part in keys_block.split(",") if part.strip()}
+    for name in USER_LEVEL_ONLY:
+        key = to_camel(name)
+        assert f"stitch.{key}" in restricted, key
+        assert declared()[key].get("scope") in ("application", "machine"), key
+        assert key in sent, key

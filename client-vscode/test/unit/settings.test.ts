@@ -80,7 +80,15 @@ describe("settings", () => {
       userSettings((key) => global[key]),
       { llmBaseUrl: "http://localhost:8000/v1" },
     );
-    assert.deepEqual([...USER_LEVEL_KEYS], ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir", "cluster"]);
+    assert.deepEqual([...USER_LEVEL_KEYS], [
+      "llmBaseUrl",
+      "llmApiKeyEnv",
+      "trajectoriesDir",
+      "cluster",
+      "pythonForWorkers",
+      "ncuPath",
+      "sandbox",
+    ]);
   });
 
   it("declares the endpoint, the key variable and the cluster as user-level and restricted when untrusted", () => {
@@ -89,6 +97,16 @@ describe("settings", () => {
       .restrictedConfigurations;
     for (const key of ["llmBaseUrl", "llmApiKeyEnv", "cluster"]) {
       assert.equal(declared.get(key)?.scope, "application", key);
+      assert.ok(restricted.includes(`stitch.${key}`), key);
+    }
+  });
+
+  it("declares the programs the server runs and the sandbox as machine-scoped and restricted when untrusted", () => {
+    const declared = declaredSettings(manifest);
+    const restricted = (manifest.capabilities?.untrustedWorkspaces as { restrictedConfigurations: string[] })
+      .restrictedConfigurations;
+    for (const key of ["pythonForWorkers", "ncuPath", "sandbox"]) {
+      assert.equal(declared.get(key)?.scope, "machine", key);
       assert.ok(restricted.includes(`stitch.${key}`), key);
     }
   });
