@@ -6,8 +6,12 @@ import argparse
 import contextlib
 import logging
 import os
+import socket
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from stitch_lsp.server.app import StitchServer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +33,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the Ray cluster to run jobs on (user-level, like $STITCH_CLUSTER: a workspace "
         "cannot set it)",
     )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=2087)
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust a client that says nothing about workspace trust (like STITCH_TRUST=1); "
+        "without it such a client gets analysis only. initializationOptions.trusted, when "
+        "sent, decides: only true trusts",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="with --tcp: 127.0.0.1 (default) or ::1, loopback only"
+    )
+    p.add_argument("--port", type=int, default=2087, help="with --tcp (0: any free port)")
+    p.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with --tcp: a file of yours, mode 0600, holding the secret the client must send "
+        "as initializationOptions.token",
+    )
+    p.add_argument(
+        "--token",
+        help="with --tcp: the secret itself (other local users can see a command line: "
+        "prefer --token-file)",
+    )
     p.add_argument(
         "--log-level",
         default=os.environ.get("STITCH_LOG_LEVEL", "WARNING"),
@@ -49,14 +73,39 @@ def _private_stdout() -> BinaryIO:
     return lsp_out
 
 
+def _serve_tcp(server: StitchServer, listener: socket.socket, token: str) -> None:
+    """One authenticated client (see `tcp`); the server ends when it leaves."""
+    from stitch_lsp.server.tcp import PrefixedConnection, accept_one_client, announce
+
+    print(announce(listener), file=sys.stderr, flush=True)
+    server.lifeline.watch_parent = False
+    server.lifeline.start()  # a processId sent by the client is watched from initialize on
+    conn, prefix = accept_one_client(listener, token)
+    with conn, conn.makefile("wb") as out:
+        server.start_io(PrefixedConnection(conn, prefix), out, watch_parent=False)
+
+
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level,
         stream=sys.stderr,
         format="stitch-lsp %(levelname)s %(name)s: %(message)s",
     )
-    from stitch_lsp.server.app import create_server
+    from stitch_lsp.command_line import UsageError
+    from stitch_lsp.server.app import TRUST_ENV, create_server
+    from stitch_lsp.server.tcp import TcpSetupError, choose_token, listen
 
+    listener = None
+    if args.tcp:
+        try:
+            token = choose_token(args.token, args.token_file)
+            listener = listen(args.host, args.port)
+        except TcpSetupError as exc:
+            raise UsageError(str(exc)) from None
+    elif args.token is not None or args.token_file is not None:
+        raise UsageError("--token and --token-file go with --tcp")
+    if args.trust:
+        os.environ[TRUST_ENV] = "1"
     # The server's own environment is a user-level source (see server/scopes.py).
     for flag, var in (
         ("llm_base_url", "STITCH_LLM_BASE_URL"),
@@ -67,8 +116,8 @@ def _run(args: argparse.Namespace) -> int:
             os.environ[var] = getattr(args, flag)
     server = create_server()
     try:
-        if args.tcp:
-            server.start_tcp(args.host, args.port)
+        if listener is not None:
+            _serve_tcp(server, listener, token)
         else:
             server.start_io(sys.stdin.buffer, _private_stdout())
     finally:
