@@ -18,11 +18,9 @@ from stitch_lsp.agents.builtin.ir import Const, Graph, Node, Use
 from stitch_lsp.agents.builtin.layout import strides_of
 
 
-def _model_value(model: torch.nn.Module, expr: str) -> torch.Tensor:
-    obj: Any = model
-    for part in expr.removeprefix("self.").replace("[", ".").replace("]", "").split("."):
-        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
-    return obj
+def _model_value(model: torch.nn.Module, path: str) -> torch.Tensor:
+    owner, _, name = path.rpartition(".")
+    return getattr(model.get_submodule(owner), name)
 
 
 def read(env: dict[int, torch.Tensor], u: Use) -> torch.Tensor:
@@ -83,7 +81,7 @@ def run_graph(
     by_name = dict(zip(graph.input_names, inputs, strict=False))
     for leaf in graph.leaves.values():
         env[leaf.vid] = (
-            by_name[leaf.expr] if leaf.kind == "input" else _model_value(model, leaf.expr)
+            by_name[leaf.expr] if leaf.kind == "input" else _model_value(model, str(leaf.path))
         )
 
     def val(a: Use | Const) -> Any:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stitch_lsp.agents.builtin import layout
+from stitch_lsp.agents.builtin.attr_path import comment_text, display_path
 from stitch_lsp.agents.builtin.catalog import EW, NOT_GIVEN, EwOp
 from stitch_lsp.agents.builtin.ir import (
     Const,
@@ -87,7 +88,8 @@ class Builder:
 
     # -- context -------------------------------------------------------------------------------
     def at(self, origin: str, line: int | None, out_shape: Shape | None) -> None:
-        self.origin, self.line, self.out_shape = origin, line, out_shape
+        # Origins end up in generated comments and docstrings: escaped once, here.
+        self.origin, self.line, self.out_shape = comment_text(origin), line, out_shape
 
     def here(self) -> str:
         return self.origin or "?"
@@ -107,13 +109,15 @@ class Builder:
         return node.dtype if node is not None else "float32"
 
     # -- leaves and operands -------------------------------------------------------------------
-    def leaf(self, kind: str, expr: str, shape: Shape, dtype: str = "float32") -> Use:
+    def leaf(self, kind: str, path: str, shape: Shape, dtype: str = "float32") -> Use:
+        """The parameter or buffer at dotted attribute `path` (e.g. `gemm.weight`), added once."""
         for lf in self.g.leaves.values():
-            if lf.expr == expr:
+            if lf.path == path:
                 return Use(lf.vid, lf.shape)
+        expr = display_path(path)
         if dtype != "float32" and kind == "param":
             raise Unsupported(f"{expr} is {dtype}; the builtin coder handles float32")
-        created = self.g.add_leaf(kind, expr, tuple(shape), dtype)  # type: ignore[arg-type]
+        created = self.g.add_leaf(kind, expr, tuple(shape), dtype, path)  # type: ignore[arg-type]
         return Use(created.vid, created.shape)
 
     def plain(self, u: Use, broadcast: bool = True) -> Use:
@@ -365,7 +369,8 @@ class Builder:
         module: str,
     ) -> Use:
         """Batch (or instance) norm. `running` = (mean, var, num_batches_tracked) when the module
-        tracks running statistics; with `batch_stats` they are updated as in training."""
+        tracks running statistics; with `batch_stats` they are updated as in training. `module`
+        is the norm module's dotted attribute path (`""` for the root)."""
         x = self.contiguous(x)
         c = x.shape[1]
         rest = x.shape[2:]

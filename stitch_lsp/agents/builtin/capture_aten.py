@@ -23,13 +23,13 @@ from torch.func import functional_call
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from stitch_lsp.agents.builtin import layout
+from stitch_lsp.agents.builtin.attr_path import display_path
 from stitch_lsp.agents.builtin.builder import Builder, MinMax, select_op
 from stitch_lsp.agents.builtin.capture_fx import line_in
 from stitch_lsp.agents.builtin.capture_leaves import (
     LEAF_OP,
     LeafCall,
     LeafRecord,
-    attr_expr,
     leaves_as_ops,
     plain_attributes,
     run_leaf,
@@ -135,7 +135,7 @@ class AtenConverter:
             what = "torch." + _name(node.target) if node.target is not LEAF_OP else "module"
             if node.target is LEAF_OP:
                 rec = self.records[int(node.args[0])]  # type: ignore[arg-type]
-                what = attr_expr(rec.path)
+                what = display_path(rec.path)
         else:
             what = str(node.target)
         ln = self.line(node)
@@ -222,9 +222,7 @@ class AtenConverter:
             name = self.state_names[i]
             t = self._state_tensor(name)
             kind = "param" if isinstance(t, nn.Parameter) else "buffer"
-            return self.b.leaf(
-                kind, attr_expr(name), tuple(t.shape), str(t.dtype).removeprefix("torch.")
-            )
+            return self.b.leaf(kind, name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
         k = i - len(self.state_names)
         name = self.input_names[k] if k < len(self.input_names) else f"input{k}"
         if not isinstance(value, torch.Tensor):
@@ -292,7 +290,8 @@ class AtenConverter:
 
     def _is_counter(self, u: Use) -> bool:
         leaf = self.g.leaves.get(u.vid)
-        return leaf is not None and leaf.expr.endswith(".num_batches_tracked")
+        path = leaf.path if leaf is not None else None
+        return path is not None and path.rpartition(".")[2] == "num_batches_tracked"
 
     def check_inplace(self, n: torch.fx.Node) -> None:
         """An in-place ATen op is computed out of place: refuse where a view would see it."""
@@ -733,9 +732,10 @@ class AtenConverter:
             if not (isinstance(dst, torch.fx.Node) and dst.op == "placeholder"):
                 raise Unsupported(f"{self.desc(n)}: copy_ into a computed tensor is not supported")
             leaf = self.env[dst]
-            expr = self.g.leaves[leaf.vid].expr if leaf.vid in self.g.leaves else ""
-            if not any(attr_expr(p) == expr for p in self.plain):
-                raise Unsupported(f"{self.desc(n)}: an in-place update of {expr or 'an input'}")
+            target = self.g.leaves.get(leaf.vid)
+            if target is None or target.path not in self.plain:
+                what = target.expr if target is not None else "an input"
+                raise Unsupported(f"{self.desc(n)}: an in-place update of {what}")
             value = b.contiguous(layout.expand(b.tensor(src), leaf.shape))
             self.env[dst] = value
             return value
@@ -795,25 +795,20 @@ class AtenConverter:
         running = None
         module = ""
         if isinstance(rm, Use) and isinstance(rv, Use):
-            expr = self.g.leaves[rm.vid].expr if rm.vid in self.g.leaves else ""
-            if not expr.endswith(".running_mean"):
+            rm_leaf = self.g.leaves.get(rm.vid)
+            rm_path = (rm_leaf.path if rm_leaf is not None else None) or ""
+            owner, _, last = rm_path.rpartition(".")
+            if last != "running_mean":
                 raise Unsupported(f"{self.desc(n)}: running statistics that are not a module's")
-            module = expr.removesuffix(".running_mean")
+            module = owner
             nbt = None
             if training:
-                path = next(
-                    (
-                        p
-                        for p in self.state_names
-                        if attr_expr(p) == f"{module}.num_batches_tracked"
-                    ),
-                    None,
-                )
-                if path is None:
+                counter = f"{owner}.num_batches_tracked" if owner else "num_batches_tracked"
+                if counter not in self.state_names:
                     raise Unsupported(f"{self.desc(n)}: batch norm without num_batches_tracked")
-                t = self._state_tensor(path)
+                t = self._state_tensor(counter)
                 nbt = self.b.leaf(
-                    "buffer", attr_expr(path), tuple(t.shape), str(t.dtype).removeprefix("torch.")
+                    "buffer", counter, tuple(t.shape), str(t.dtype).removeprefix("torch.")
                 )
             running = (rm, rv, nbt)
         return self.b.batch_norm(

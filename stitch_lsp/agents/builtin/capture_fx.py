@@ -22,10 +22,10 @@ from torch import nn
 from torch.fx import _symbolic_trace
 
 from stitch_lsp.agents.builtin import layout
+from stitch_lsp.agents.builtin.attr_path import display_path
 from stitch_lsp.agents.builtin.builder import Builder, MinMax, select_op
 from stitch_lsp.agents.builtin.capture_leaves import (
     LeafCall,
-    attr_expr,
     leaf_outputs,
     plain_attributes,
     run_leaf,
@@ -273,7 +273,7 @@ class FxConverter:
 
     def desc(self, node: torch.fx.Node) -> str:
         if node.op == "call_module":
-            what = f"self.{node.target}"
+            what = display_path(str(node.target))
         elif node.op == "call_method":
             what = f".{node.target}()"
         elif node.op in ("placeholder", "output", "get_attr"):
@@ -347,7 +347,7 @@ class FxConverter:
         t = getattr(mod, name, None)
         if not isinstance(t, torch.Tensor):
             return None
-        key = attr_expr(f"{module_path}.{name}" if module_path else name)
+        key = f"{module_path}.{name}" if module_path else name
         kind = "param" if isinstance(t, nn.Parameter) else "buffer"
         return self.b.leaf(kind, key, tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
@@ -399,9 +399,7 @@ class FxConverter:
         if not isinstance(t, torch.Tensor):
             return t
         kind = "param" if isinstance(t, nn.Parameter) else "buffer"
-        return self.b.leaf(
-            kind, attr_expr(target), tuple(t.shape), str(t.dtype).removeprefix("torch.")
-        )
+        return self.b.leaf(kind, target, tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
     def check_inplace(self, n: torch.fx.Node, inplace: bool) -> None:
         """An in-place op is computed out of place: fine unless its input is read later."""
@@ -958,7 +956,7 @@ class FxConverter:
             momentum=mod.momentum,  # type: ignore[arg-type]
             eps=float(mod.eps),  # type: ignore[arg-type]
             instance=instance,
-            module=attr_expr(path),
+            module=path,
         )
 
 

@@ -28,17 +28,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from stitch_lsp.agents.builtin.attr_path import display_path
 from stitch_lsp.agents.builtin.builder import Builder
 from stitch_lsp.agents.builtin.catalog import LeafModule
 from stitch_lsp.agents.builtin.ir import NodeKind, Operand, Shape, Unsupported, Use
 from stitch_lsp.agents.builtin.spelling import leaf_rule
-
-
-def attr_expr(path: str) -> str:
-    """`layers.0.weight` -> `self.layers[0].weight` (Sequential children are indexed)."""
-    if not path:
-        return "self"
-    return "self" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split("."))
 
 
 def plain_attributes(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -67,8 +61,8 @@ class LeafCall:
 
     @property
     def expr(self) -> str:
-        """The module as ModelNew's code names it, e.g. `self.lstm`."""
-        return attr_expr(self.path)
+        """The module as a reader sees it, e.g. `self.lstm` (for messages, never code)."""
+        return display_path(self.path)
 
     def param(self, name: str) -> Use:
         """A parameter or buffer of the module, e.g. `weight_ih_l0`, as an IR leaf."""
@@ -77,7 +71,8 @@ class LeafCall:
             raise Unsupported(f"{self.origin}: {self.expr} has no tensor `{name}`")
         kind = "param" if isinstance(t, nn.Parameter) else "buffer"
         dtype = str(t.dtype).removeprefix("torch.")
-        return self.builder.leaf(kind, f"{self.expr}.{name}", tuple(t.shape), dtype)
+        path = f"{self.path}.{name}" if self.path else name
+        return self.builder.leaf(kind, path, tuple(t.shape), dtype)
 
     def add(self, kind: NodeKind, fn: str, args: list[Operand], shape: Shape, **params: Any) -> Use:
         """An IR node that carries this call's origin and line."""

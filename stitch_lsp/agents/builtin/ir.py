@@ -54,9 +54,10 @@ class Leaf:
 
     vid: int
     kind: LeafKind
-    expr: str  # Python expression in ModelNew.forward: `x`, `self.gemm.weight`
+    expr: str  # how a reader sees it: `x`, `self.gemm.weight` (an input's name is its argument)
     shape: Shape
     dtype: str = "float32"
+    path: str | None = None  # params, buffers: the dotted attribute path, e.g. `gemm.weight`
 
 
 # Elementwise functions: name -> number of operands (the op catalog holds them all).
@@ -121,8 +122,15 @@ class Graph:
         self._next += 1
         return self._next
 
-    def add_leaf(self, kind: LeafKind, expr: str, shape: Shape, dtype: str = "float32") -> Leaf:
-        leaf = Leaf(self.new_id(), kind, expr, tuple(shape), dtype)
+    def add_leaf(
+        self,
+        kind: LeafKind,
+        expr: str,
+        shape: Shape,
+        dtype: str = "float32",
+        path: str | None = None,
+    ) -> Leaf:
+        leaf = Leaf(self.new_id(), kind, expr, tuple(shape), dtype, path)
         self.leaves[leaf.vid] = leaf
         return leaf
 

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import math
 from dataclasses import dataclass, field
 
+from stitch_lsp.agents.builtin.attr_path import (
+    TENSOR_AT_SOURCE,
+    comment_text,
+    display_path,
+    is_identifier,
+)
 from stitch_lsp.agents.builtin.codegen import Codegen
 from stitch_lsp.agents.builtin.ir import Graph, Unsupported, Use, numel
 from stitch_lsp.agents.builtin.memplan import Buffer, Placement, plan
@@ -135,7 +142,43 @@ def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffe
     return buffers, meta
 
 
+def leaf_paths(graph: Graph) -> list[str]:
+    """The dotted paths of the parameters and buffers the kernels read, in `leaves[i]` order."""
+    paths = []
+    for leaf in graph.leaves.values():
+        if leaf.kind in ("param", "buffer"):
+            if leaf.path is None:
+                raise Unsupported(f"{leaf.expr}: no attribute path to reach it by")
+            paths.append(leaf.path)
+    return paths
+
+
+def _plain_literal(value: object) -> bool:
+    """A default whose repr is a Python literal of the same value (no object's own __repr__)."""
+    if value is None or type(value) in (bool, int, str):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if type(value) is tuple:
+        return all(_plain_literal(v) for v in value)  # type: ignore[union-attr]
+    return False
+
+
+def _check_signature(graph: Graph) -> None:
+    """forward's arguments go into the generated signature: identifiers, literal defaults."""
+    for name in [*graph.input_names, *graph.defaulted]:
+        if not is_identifier(name):
+            raise Unsupported(f"forward argument {comment_text(repr(name))} is not an identifier")
+    for name, value in graph.defaulted.items():
+        if not _plain_literal(value):
+            raise Unsupported(
+                f"forward argument {name} defaults to a {comment_text(type(value).__name__)}; "
+                "the builtin coder handles defaults that are None, numbers, strings or tuples"
+            )
+
+
 def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
+    _check_signature(graph)
     var: dict[int, str] = {}
     lines: list[str] = []
     inputs = [lf for lf in graph.leaves.values() if lf.kind == "input"]
@@ -145,10 +188,8 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     lines.append(f"    def forward({sig}):")
     lines.append("        _load()")
     for name, value in graph.defaulted.items():
-        lines.append(
-            f"        if {name} is not {value!r}:\n"
-            f'            raise ValueError("this ModelNew was generated for {name}={value!r}")'
-        )
+        why = f"this ModelNew was generated for {name}={value!r}"
+        lines.append(f"        if {name} is not {value!r}:\n            raise ValueError({why!r})")
     for leaf in inputs:
         lines.append(
             f"        if tuple({leaf.expr}.shape) != {_py_shape(leaf.shape)}:\n"
@@ -169,10 +210,13 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
         {str(s.params["module"]) for g in groups for s in g.sinks if "module" in s.params}
     )
     for mod in bn_modes:
+        why = (
+            f"generated for {display_path(mod)} in training mode (batch statistics); "
+            "generate again after .eval()"
+        )
         lines.append(
-            f"        if not {mod}.training:\n"
-            f'            raise RuntimeError("generated for {mod} in training mode (batch "\n'
-            f'                               "statistics); generate again after .eval()")'
+            f"        if not self.get_submodule({mod!r}).training:\n"
+            f"            raise RuntimeError({why!r})"
         )
     dev = f"{first}.device" if first else "torch.device('cuda')"
     names = ", ".join(graph.input_names)
@@ -182,13 +226,12 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     lines.append(f"                return self._stitch_graph({names})")
     lines.append(f"        return self._stitch_graph({names})")
     lines.append("")
-    params = [lf.expr for lf in graph.leaves.values() if lf.kind in ("param", "buffer")]
     lines.append("    def _stitch_params(self):")
     lines.append('        """The parameters and buffers the kernels read, looked up once."""')
     lines.append('        leaves = self.__dict__.get("_stitch_leaves")')
     lines.append("        if leaves is None:")
     lines.append('            leaves = self.__dict__["_stitch_leaves"] = [')
-    lines += [f"                {p}," for p in params]
+    lines.append("                _tensor_at(self, path) for path in _LEAF_PATHS")
     lines.append("            ]")
     lines.append("        return leaves")
     lines.append("")
@@ -223,7 +266,7 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     lines.append("        lib = _load()")
     lines.append(f"        dev = {dev}")
     lines.append("        stream = torch.cuda.current_stream().cuda_stream")
-    if params:
+    if leaf_paths(graph):
         lines.append("        leaves = self._stitch_params()  # parameters and buffers, in order")
     buffers, meta = _buffers(graph, groups, cg)
     placement = plan(buffers)
@@ -390,6 +433,8 @@ def candidate_source(
         f"CUDA_SOURCE = r'''{cuda}'''",
         "",
         f"_LAUNCHERS = {launchers!r}",
+        "# The tensors the kernels read, by attribute path: names are looked up, never run.",
+        f"_LEAF_PATHS = {tuple(leaf_paths(graph))!r}",
         "_lib = None",
         "# Intermediate buffers: (byte offset, shape, dtype), planned once by liveness.",
         f"_ARENA_LAYOUT = [\n{layout}\n]" if layout else "_ARENA_LAYOUT = []",
@@ -415,6 +460,9 @@ def candidate_source(
         "    if arena is None:",
         '        arena = model.__dict__["_stitch_arena"] = Arena(_ARENA_LAYOUT, _ARENA_BYTES)',
         "    return arena",
+        "",
+        "",
+        *TENSOR_AT_SOURCE.splitlines(),
         "",
         "",
         "def _check(code, lib, what):",
