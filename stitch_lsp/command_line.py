@@ -15,9 +15,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from stitch_lsp.analysis.files import display_path
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# Width of rich output that goes to a file or a pipe: wide enough that no line, table or path
+# is ever split, since a script or a log reader cannot undo the wrap.
+PLAIN_WIDTH = 10_000
 
 
 class UsageError(Exception):
@@ -73,6 +80,18 @@ def report_error(
     print(line, file=sys.stderr, flush=True)
     if as_json:
         emit_json({"diagnostics": diagnostics or [], "error": line, **extra})
+
+
+def console(*, stderr: bool = False, **options: Any) -> Console:
+    """A rich Console for command output. On a terminal, rich's own width (or `COLUMNS`);
+    on a file or a pipe, lines as long as they are: no wrap at 80 columns, no path cut in two."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if not stream.isatty() and "COLUMNS" not in os.environ:
+        options.setdefault("width", PLAIN_WIDTH)
+        options.setdefault("soft_wrap", True)
+    return Console(stderr=stderr, **options)
 
 
 # ---- argument types ---------------------------------------------------------------------------

@@ -142,6 +142,17 @@ def _fmt(v: float | None, suffix: str = "x") -> str:
     return "-" if v is None else f"{v:.3f}{suffix}"
 
 
+def correct_word(r: BenchRow) -> str:
+    """The correct column: yes, no, or what stopped the check (`runtime error`, `timeout`,
+    `compile error`, `not verified`). A candidate that could not be run (out of memory, a
+    fault, a timeout) is not shown as wrong; all of these count against correctness."""
+    if r.correct:
+        return "yes"
+    if r.status in ("incorrect", "exploit") or not r.status:
+        return "no"
+    return r.status.replace("_", " ")
+
+
 def markdown(report: BenchReport) -> str:
     s = report.summary
     lines = [
@@ -158,12 +169,8 @@ def markdown(report: BenchReport) -> str:
     for r in report.rows:
         note = r.reason or (r.status if not r.correct else "") or "; ".join(r.baseline_notes)
         note = note.replace("|", "/").splitlines()[0][:120] if note else ""
-        # A candidate that could not be run (out of memory, a fault, a timeout) is not shown
-        # as wrong: the column says what happened. All of them count against correctness.
-        verdict = "yes" if r.correct else ("no" if r.status in ("incorrect", "exploit") else "")
-        verdict = verdict or (r.status.replace("_", " ") if r.status else "no")
         lines.append(
-            f"| {r.problem} | {'yes' if r.handled else 'no'} | {verdict} "
+            f"| {r.problem} | {'yes' if r.handled else 'no'} | {correct_word(r)} "
             f"| {_fmt(r.speedup_vs_eager)} | {_fmt(r.speedup_vs_compile)} "
             f"| {_fmt(r.speedup_vs_graph)} | {_fmt(r.speedup_vs_compile_ro)} | {_best(r)} "
             f"| {_fmt(r.eager_ms, '')} | {_fmt(r.candidate_ms, '')} | {note} |"

@@ -232,7 +232,8 @@ def _progress(
 
 
 def _print_table(report: BenchReport, to_stderr: bool = False) -> None:
-    from stitch_lsp.agents.bench import markdown
+    from stitch_lsp.agents.bench import correct_word, markdown
+    from stitch_lsp.command_line import console
 
     s = report.summary
     ge = f"{s.geomean_vs_eager:.3f}x" if s.geomean_vs_eager else "-"
@@ -250,7 +251,6 @@ def _print_table(report: BenchReport, to_stderr: bool = False) -> None:
             f"({s.below_best} below 1.0x)"
         )
     try:
-        from rich.console import Console
         from rich.table import Table
     except ImportError:
         print(markdown(report), file=sys.stderr if to_stderr else sys.stdout)
@@ -271,7 +271,7 @@ def _print_table(report: BenchReport, to_stderr: bool = False) -> None:
         cells = [
             r.problem,
             "yes" if r.handled else "no",
-            "yes" if r.correct else ("-" if not r.handled else "no"),
+            correct_word(r) if r.handled else "-",
             x(r.speedup_vs_eager),
             x(r.speedup_vs_compile),
         ]
@@ -279,6 +279,6 @@ def _print_table(report: BenchReport, to_stderr: bool = False) -> None:
             best = f"{x(r.speedup_vs_best)} ({r.best_baseline})" if r.speedup_vs_best else "-"
             cells += [x(r.speedup_vs_graph), x(r.speedup_vs_compile_ro), best]
         table.add_row(*cells, note)
-    console = Console(stderr=to_stderr)
-    console.print(table)
-    console.print(line)
+    screen = console(stderr=to_stderr)
+    screen.print(table)
+    screen.print(line)

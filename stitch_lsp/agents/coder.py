@@ -294,6 +294,17 @@ class LLMCoder:
         )
 
 
+TORCH_MISSING = (
+    "torch is not installed for the workers' Python, and the builtin generator needs it: "
+    "install it with `pip install 'stitch-lsp[torch]'` (the CPU wheel) or a CUDA build of "
+    "torch, or point stitch.pythonForWorkers (STITCH_PYTHON_FOR_WORKERS) at a Python that has it"
+)
+
+
+def _torch_missing(reason: str) -> bool:
+    return "No module named 'torch'" in reason or "cannot import torch" in reason
+
+
 @dataclass
 class BuiltinDraft:
     handled: bool
@@ -324,7 +335,9 @@ class BuiltinCoder:
                 messages=messages,
                 reply="",
                 code=None,
-                problem=f"the builtin generator does not handle this module: {d.reason}",
+                problem=TORCH_MISSING
+                if _torch_missing(d.reason)
+                else f"the builtin generator does not handle this module: {d.reason}",
             )
         reply = (
             f"{d.reason}\n\n```python\n{d.source.rstrip()}\n```\n"

@@ -50,9 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--verify",
         choices=("auto", "full", "compile"),
-        default="full",
-        help="full: GPU correctness and timing; compile: build + static checks only; "
-        "auto: full where a GPU is visible, else compile (and it says so)",
+        default="auto",
+        help="auto (the default): full where a CUDA GPU is visible, else compile (and it says "
+        "so); full: GPU correctness and timing; compile: build + static checks only",
     )
     p.add_argument("--device", help="cuda:K to verify on")
     p.add_argument(
@@ -92,7 +92,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         nargs="?",
         type=Path,
         default=None,
-        help="folder of *.jsonl records (default: the settings' trajectoriesDir)",
+        help="folder of *.jsonl records, read recursively (default: every trajectoriesDir "
+        "folder, .stitch/trajectories, here and below, such as the one a generate run writes "
+        "beside its reference)",
     )
     e.add_argument("-o", "--output", type=Path, help="output file (default: stdout)")
     e.add_argument("--min-reward", type=float, help="keep records with reward >= R")
@@ -109,7 +111,6 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from stitch_lsp.agents.output import free_name, with_header, write_new
@@ -118,6 +119,7 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from stitch_lsp.analysis.files import display_path
     from stitch_lsp.command_line import (
         UsageError,
+        console,
         emit_json,
         input_file,
         load_settings,
@@ -127,7 +129,7 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from stitch_lsp.server.devices import discover_gpus, no_gpu_message
 
     as_json = args.format == "json"
-    console = Console(stderr=True, highlight=False)
+    screen = console(stderr=True, highlight=False)
     reference: Path = input_file(args.reference, "reference").resolve()
     settings = load_settings(
         coder=args.coder,
@@ -166,7 +168,7 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     if args.verify == "auto":
         args.verify = "full" if gpus else "compile"
         if args.verify == "compile":
-            console.print(
+            screen.print(
                 f"[yellow]note:[/] {escape(no_gpu)} Verifying by compile only: "
                 "correctness and speed will NOT be checked.",
                 soft_wrap=True,  # one line: a flag is never split across two
@@ -184,13 +186,13 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         settings,
         compile_only=compile_only,
         cancel=cancel,
-        progress=lambda msg: console.print(f"[dim]… {escape(msg)}[/]"),
+        progress=lambda msg: screen.print(f"[dim]… {escape(msg)}[/]"),
         device=settings.device,
         seed_with_builtin=not args.no_seed,
         stepwise=not args.single_shot,
     )
-    loop.on_attempt = lambda a: console.print(_attempt_line(a, settings.max_attempts))
-    console.print(
+    loop.on_attempt = lambda a: screen.print(_attempt_line(a, settings.max_attempts))
+    screen.print(
         f"[bold]stitch-lsp generate[/] {escape(display_path(args.reference))} · coder {kind}"
         + (escape(f" ({settings.llm_model} at {settings.llm_base_url})") if kind == "llm" else "")
         + f" · verify {args.verify}"
@@ -199,7 +201,7 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     previous = signal.getsignal(signal.SIGINT)
 
     def interrupt(_sig: int, _frame: object) -> None:
-        console.print("[yellow]cancelling…[/]")
+        screen.print("[yellow]cancelling…[/]")
         cancel.set()
 
     if threading.current_thread() is threading.main_thread():
@@ -237,17 +239,17 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
                 "nothing was written"
             )
     if result.subtasks:
-        console.print("[bold]subtasks[/]")
+        screen.print("[bold]subtasks[/]")
         for line in subtask_lines(result):
-            console.print(f"  {escape(line)}", soft_wrap=True)
+            screen.print(f"  {escape(line)}", soft_wrap=True)
     for note in result.notes:
-        console.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
+        screen.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
     colour = "green" if result.ok else "red"
-    console.print(f"[{colour}]{escape(result.message)}[/]")
+    screen.print(f"[{colour}]stopped: {result.stopped} · {escape(result.message)}[/]")
     if result.output:
-        console.print(f"wrote {escape(display_path(result.output))}")
+        screen.print(f"wrote {escape(display_path(result.output))}")
     if result.trajectory_file:
-        console.print(f"[dim]trajectories: {escape(display_path(result.trajectory_file))}[/]")
+        screen.print(f"[dim]trajectories: {escape(display_path(result.trajectory_file))}[/]")
     if as_json:
         data = result.model_dump(mode="json")
         for a in data["attempts"]:
@@ -313,19 +315,34 @@ def subtask_lines(result: RunResult) -> list[str]:
 
 def _export(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.trajectory import iter_records, select
+    from stitch_lsp.agents.trajectory_folders import trajectory_folders
     from stitch_lsp.analysis.files import display_path
     from stitch_lsp.command_line import UsageError, load_settings, output_file
 
-    folder = args.dir or Path(load_settings().trajectories_dir)
-    if not folder.is_dir():
-        raise UsageError(f"no trajectory folder at {display_path(folder)}")
+    if args.dir is not None:
+        if not args.dir.is_dir():
+            raise UsageError(f"no trajectory folder at {display_path(args.dir)}")
+        folders = [args.dir]
+    else:
+        setting = load_settings().trajectories_dir
+        here = Path.cwd()
+        folders = trajectory_folders(here, setting)
+        if not folders:
+            raise UsageError(
+                f"no trajectory folder ({setting}) here or in the folders below; "
+                "name the one to export (DIR)"
+            )
+        shown = ", ".join(
+            display_path(f.relative_to(here) if f.is_relative_to(here) else f) for f in folders
+        )
+        print(f"reading {shown}", file=sys.stderr)
     if args.output is not None:
         if args.output.exists() and not args.force:
             raise UsageError(f"{display_path(args.output)} exists (use --force to replace it)")
         output_file(args.output, may_exist=True)
     skipped: list[str] = []
     records = select(
-        (rec for _, rec in iter_records(folder, skipped)),
+        (rec for folder in folders for _, rec in iter_records(folder, skipped)),
         min_reward=args.min_reward,
         only_correct=args.only_correct,
     )

@@ -146,7 +146,8 @@ def _parse_error_diag(
 
 def _analyze_cuda_file(doc: Document, result: Analysis, diags: list[Diag]) -> None:
     (root,) = doc.roots
-    err = _parse_error_diag(doc, [root], Severity.information, "this CUDA code")
+    # An error, as in a Python file: a .cu file that does not parse will not build either.
+    err = _parse_error_diag(doc, [root], Severity.error, "this CUDA code")
     if err is not None:
         diags.append(err)
     facts = cuda_facts.extract(root, doc.data)

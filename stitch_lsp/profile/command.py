@@ -129,8 +129,9 @@ def _rows(summaries: list[KernelSummary]) -> list[list[str]]:
 def _print_table(summaries: list[KernelSummary]) -> None:
     rows = _rows(summaries)
     try:
-        from rich.console import Console
         from rich.table import Table
+
+        from stitch_lsp.command_line import console
     except ImportError:  # a bare GPU box may lack rich; plain columns say the same
         widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_COLUMNS)]
         for r in [list(_COLUMNS), *rows]:
@@ -141,7 +142,7 @@ def _print_table(summaries: list[KernelSummary]) -> None:
         table.add_column(col, justify="left" if col in ("kernel", "bottleneck") else "right")
     for r in rows:
         table.add_row(*r)
-    Console(width=120).print(table)
+    console().print(table)
 
 
 def _run_hints(args: argparse.Namespace) -> int:

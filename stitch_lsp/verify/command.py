@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import time
+from pathlib import Path
 
-from stitch_lsp.command_line import add_format, int_range, positive_float
+from stitch_lsp.command_line import UsageError, add_format, int_range, positive_float
+
+# What each file must be, said when another kind of file is given (a .cu, a notebook...).
+_WANTS = {
+    "reference": "a Python file that defines Model, get_inputs and get_init_inputs",
+    "candidate": "a Python file that defines ModelNew (its CUDA built with load_inline, "
+    "torch.utils.cpp_extension.load or stitch_lsp.runtime)",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,33 +42,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def python_file(path: Path, what: str) -> Path:
+    """`path` when it is a Python file; else a UsageError saying what it must be. The worker
+    imports both files, so a .cu file would only fail there, with a traceback."""
+    from stitch_lsp.analysis.files import display_path
 
+    if path.suffix != ".py":
+        kind = f"a {path.suffix} file" if path.suffix else "not a .py file"
+        raise UsageError(f"{what} {display_path(path)} is {kind}; a {what} must be {_WANTS[what]}")
+    return path
+
+
+def _run(args: argparse.Namespace) -> int:
     from stitch_lsp.command_line import emit_json, input_file, load_settings
     from stitch_lsp.verify import verify
+    from stitch_lsp.verify.progress_lines import ProgressLines
     from stitch_lsp.verify.report import render
 
-    reference = input_file(Path(args.reference), "reference")
-    candidate = input_file(Path(args.candidate), "candidate")
+    reference = python_file(input_file(Path(args.reference), "reference"), "reference")
+    candidate = python_file(input_file(Path(args.candidate), "candidate"), "candidate")
     settings = load_settings(trials=args.trials)
-    started = time.monotonic()
 
-    def stage(name: str) -> None:
-        # Stages go to stderr as they happen, so stdout keeps only the result.
-        print(f"verify: {name} ({time.monotonic() - started:.1f} s)", file=sys.stderr, flush=True)
-
-    result = verify(
-        reference,
-        candidate,
-        settings,
-        device=args.device,
-        compile_only=args.compile_only,
-        timeout_s=args.timeout,
-        compare_compile=not args.no_compile,
-        extra_baselines=args.extra_baselines,
-        progress=stage,
-    )
+    # Stages go to stderr as they happen, so stdout keeps only the result.
+    with ProgressLines() as lines:
+        result = verify(
+            reference,
+            candidate,
+            settings,
+            device=args.device,
+            compile_only=args.compile_only,
+            timeout_s=args.timeout,
+            compare_compile=not args.no_compile,
+            extra_baselines=args.extra_baselines,
+            progress=lines.stage,
+        )
     if args.format == "json":
         data = result.model_dump(mode="json")
         if not result.ok:

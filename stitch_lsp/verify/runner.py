@@ -91,9 +91,12 @@ def verify(
     statics = static_findings(reference, candidate, settings) or []
     errors = [f for f in statics if f.severity is Severity.error]
     if errors:
+        # A file that does not parse is a compile error, not a cheat.
+        broken = next((f for f in errors if f.code == "stitch.parse-error"), None)
+        first = broken or errors[0]
         return VerifyResult(
-            status=VerifyStatus.exploit,
-            message=f"static checks: {errors[0].code}: {errors[0].message}",
+            status=VerifyStatus.compile_error if broken else VerifyStatus.exploit,
+            message=f"static checks: {first.code}: {first.message}",
             reference=str(reference),
             candidate=str(candidate),
             diagnostics=statics,

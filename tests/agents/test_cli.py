@@ -32,7 +32,7 @@ def test_refuses_to_overwrite_an_existing_output(reference, tmp_path, capsys):
 
 def test_full_verification_needs_a_gpu(reference, monkeypatch, capsys):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # hide any GPU, as on a CPU-only machine
-    assert main(["generate", str(reference), "--coder", "builtin"]) == 2
+    assert main(["generate", str(reference), "--coder", "builtin", "--verify", "full"]) == 2
     err = capsys.readouterr().err
     assert "No CUDA GPU" in err and "--verify compile" in err
 
