@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from tree_sitter import Node, Tree
@@ -21,6 +21,9 @@ from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.forest import Edit, StatementForest
 from stitch_lsp.analysis.grammars import BudgetParser, LanguageName
 from stitch_lsp.analysis.text_index import LineIndex
+
+if TYPE_CHECKING:
+    from stitch_lsp.analysis.large_text import UnparsedText
 
 Range = tuple[int, int, int, int]  # 0-based (start_line, start_char, end_line, end_char), UTF-16
 
@@ -120,10 +123,50 @@ class Document:
         self._set_bytes(data)
 
     def _set_bytes(self, data: bytes, index: LineIndex | None = None) -> None:
-        self.data = data
-        self.index = index if index is not None else LineIndex(data)
+        self._unparsed: UnparsedText | None = None
+        self._data = data
+        self._index = index if index is not None else LineIndex(data)
         self._text: str | None = None
         self._binary: tuple[str | None] | None = None
+
+    @property
+    def data(self) -> bytes:
+        """The text as UTF-8 bytes (immutable: snapshots and trees share them)."""
+        if self._unparsed is not None:
+            self._materialize()
+        return self._data
+
+    @property
+    def index(self) -> LineIndex:
+        if self._unparsed is not None:
+            self._materialize()
+        return self._index
+
+    def _materialize(self) -> None:
+        """Back from `apply_unparsed` edits to bytes and a full line index (once, on use)."""
+        assert self._unparsed is not None
+        self._set_bytes(bytes(self._unparsed.data))
+
+    def apply_unparsed(self, range_: Range | None, text: str) -> None:
+        """Apply an edit to a text that is not parsed (over maxFileBytes): in place, without
+        re-indexing every line (see `large_text`). Lone CRs count as line breaks, as always."""
+        from stitch_lsp.analysis.large_text import UnparsedText
+
+        new = normalize_newlines(text.encode("utf-8", "surrogatepass"))
+        if range_ is None:
+            self._set_text(new)
+        else:
+            if self._unparsed is None:
+                self._unparsed = UnparsedText(self._data, self._index)
+                self._raw = None
+            buf = self._unparsed
+            sl, sc, el, ec = range_
+            buf.replace(buf.offset(sl, sc), buf.offset(el, ec), new)
+            self._text = None
+            self._binary = None
+        self._tree = None
+        self._forest = None
+        self.revision += 1
 
     @property
     def binary(self) -> str | None:
@@ -146,7 +189,7 @@ class Document:
 
     @property
     def size(self) -> int:
-        return len(self.data)
+        return len(self._unparsed) if self._unparsed is not None else len(self._data)
 
     # -- syntax -------------------------------------------------------------------------------
     @property

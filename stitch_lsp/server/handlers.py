@@ -153,12 +153,15 @@ def register_handlers(server: StitchServer) -> None:
             return
         version = params.text_document.version
         t0, c0 = time.perf_counter(), time.thread_time()
+        was_large = state.too_large
         try:
             for change in params.content_changes:
+                # Over maxFileBytes nothing is parsed: the edit only updates the text, in place.
+                apply = state.doc.apply_unparsed if state.too_large else state.doc.apply_change
                 if isinstance(change, lsp.TextDocumentContentChangePartial):
-                    state.doc.apply_change(from_range(change.range), change.text)
+                    apply(from_range(change.range), change.text)
                 else:
-                    state.doc.apply_change(None, change.text)
+                    apply(None, change.text)
         except Exception as exc:
             # An edit we could not apply: take pygls's copy of the text, the best one left
             # (it mishandles some out-of-range edits that our Document clamps per the spec).
@@ -168,6 +171,8 @@ def register_handlers(server: StitchServer) -> None:
         state.edit_ms = (time.perf_counter() - t0) * 1000.0
         state.edit_cpu_ms = (time.thread_time() - c0) * 1000.0
         ls.jobs.document_changed(uri, version)
+        if was_large and state.too_large:
+            return  # still only the one "too large" notice, already published: nothing to redo
         ls.schedule_publish(uri)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)

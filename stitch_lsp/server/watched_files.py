@@ -106,7 +106,6 @@ class WatchedFiles:
                 server.report_error("handling watched-file changes", exc)
 
     async def _handle(self, server: StitchServer, batch: dict[str, lsp.FileChangeType]) -> None:
-        self.passes += 1
         resolved = await asyncio.to_thread(_resolve, list(batch.items()))
         users = await _dependents(server)
         affected: set[str] = set()
@@ -139,6 +138,7 @@ class WatchedFiles:
                 doc.invalidate()
                 server.schedule_publish(uri, delay_ms=0)
                 self.reanalysed += 1
+        self.passes += 1
 
 
 def _resolve(
