@@ -7,10 +7,12 @@ O_EXCL.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-HEADER_RE = re.compile(r"^#\s*stitch-lsp:\s*reference=(\S+)\s*$")
+from stitch_lsp import candidate_header
+from stitch_lsp.candidate_header import HEADER_RE, HeaderError
+
+__all__ = ["HEADER_RE", "HeaderError", "free_name", "header_line", "with_header", "write_new"]
 
 
 def free_name(
@@ -35,14 +37,15 @@ def free_name(
 
 
 def header_line(reference: Path, out: Path) -> str:
+    """The header naming `reference` relative to `out`'s folder; HeaderError if no header can."""
     rel = os.path.relpath(reference.resolve(), out.resolve().parent)
-    return f"# stitch-lsp: reference={Path(rel).as_posix()}"
+    return candidate_header.header_line(Path(rel).as_posix())
 
 
 def with_header(code: str, reference: Path, out: Path) -> str:
     """The file's text: our header first (replacing one the Coder may have written)."""
     lines = code.splitlines()
-    if lines and HEADER_RE.match(lines[0]):
+    if lines and candidate_header.HEADER_START.match(lines[0].strip()):
         lines = lines[1:]
     return "\n".join([header_line(reference, out), *lines]).rstrip("\n") + "\n"
 

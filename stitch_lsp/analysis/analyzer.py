@@ -20,8 +20,9 @@ from stitch_lsp.analysis.extension_checks import Source
 from stitch_lsp.analysis.grammars import ParseTimeout
 from stitch_lsp.analysis.model import Analysis, LoadInlineCall, Outline
 from stitch_lsp.analysis.outline import kernel_infos, python_outline
-from stitch_lsp.analysis.python_facts import HEADER, LoadCall, PyFacts, module_classes
+from stitch_lsp.analysis.python_facts import LoadCall, PyFacts, module_classes
 from stitch_lsp.analysis.syntax import first_error, text
+from stitch_lsp.candidate_header import find_reference
 from stitch_lsp.config import Settings
 from stitch_lsp.models.findings import Severity
 
@@ -183,17 +184,7 @@ def _analyze_cuda_file(doc: Document, result: Analysis, diags: list[Diag]) -> No
 
 def reference_header(doc: Document) -> str | None:
     """The reference path from a `# stitch-lsp: reference=...` comment at the top of the file."""
-    head = doc.data[:4096].decode("utf-8", "replace")
-    for line in head.splitlines()[:40]:
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if not stripped.startswith("#"):
-            break
-        m = HEADER.match(stripped)
-        if m:
-            return m.group(1)
-    return None
+    return find_reference(doc.data[:4096].decode("utf-8", "replace"))
 
 
 def _items(expr: Node, facts: PyFacts) -> list[Node]:

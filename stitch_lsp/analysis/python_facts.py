@@ -11,8 +11,6 @@ from tree_sitter import Node
 from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.syntax import text
 
-HEADER = re.compile(r"^#[ \t]*stitch-lsp:[ \t]*reference[ \t]*=[ \t]*(\S+)", re.MULTILINE)
-
 # Callee spellings that are torch's cpp_extension.load (files), not json/pickle/torch.load.
 _TORCH_LOAD = re.compile(r"^(torch\.utils\.)?cpp_extension\.load$")
 

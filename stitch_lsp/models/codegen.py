@@ -35,7 +35,7 @@ class GenerateRequest(Record):
         None, description="Folder the candidate will be written into; sets the header's path."
     )
     reference_header: str | None = Field(
-        None, description="Exact text after 'reference=' in the header; overrides candidate_dir."
+        None, description="The path the header names, as it is; overrides candidate_dir."
     )
 
 

@@ -147,3 +147,30 @@ def test_display_and_comment_text_cannot_end_a_comment_or_string() -> None:
     assert not text.endswith("\\")  # a C++ `//` comment would swallow the next line
     for wrapper in ("# {}\n", '"""{}"""\n', "x = r'''{}'''\n"):
         ast.parse(wrapper.format(text))  # a comment, a docstring, the raw CUDA string
+
+
+PLAIN = reference(("fc",), FX_BIAS, norm=False)
+
+
+def test_a_space_in_the_reference_name_is_quoted_in_the_header(tmp_path: Path) -> None:
+    from stitch_lsp.candidate_header import find_reference
+
+    cand = generate_for(write_problem(tmp_path, "my problem", PLAIN))
+    assert cand.handled, cand.reason
+    assert cand.source is not None
+    assert cand.source.startswith('# stitch-lsp: reference="my problem.py"\n')
+    assert find_reference(cand.source) == "my problem.py"
+    tree = ast.parse(cand.source)
+    assert isinstance(tree.body[0], ast.Expr)  # the docstring still comes first
+
+
+def test_a_newline_in_the_reference_name_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    name = f"p\nimport os; os.system('touch {MARKER}')\n"
+    cand = generate_for(write_problem(tmp_path, name, PLAIN))
+    assert not cand.handled
+    assert cand.reason is not None and "control character U+000A" in cand.reason
+    assert cand.source is None
+    assert not (tmp_path / MARKER).exists()

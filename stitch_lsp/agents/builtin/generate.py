@@ -10,6 +10,7 @@ from stitch_lsp.agents.builtin.codegen import Codegen
 from stitch_lsp.agents.builtin.ir import Unsupported
 from stitch_lsp.agents.builtin.partition import Group, fold_gemm_epilogues, partition
 from stitch_lsp.agents.builtin.pysource import candidate_source
+from stitch_lsp.candidate_header import HeaderError
 from stitch_lsp.models.codegen import BuiltinCandidate, FusionGroup
 
 
@@ -61,7 +62,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
         cg = Codegen(graph, groups)
         cuda = cg.cuda_source()
         source = candidate_source(graph, groups, cg, cuda, reference.read_text(), header)
-    except Unsupported as exc:
+    except (Unsupported, HeaderError) as exc:
         return BuiltinCandidate(
             handled=False,
             reason=str(exc),

@@ -1,0 +1,101 @@
+"""The `# stitch-lsp: reference=` header: one writer that quotes or refuses, one reader for both
+the quoted form and the plain one older files carry."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from stitch_lsp.agents.output import with_header
+from stitch_lsp.analysis import Document, analyze
+from stitch_lsp.candidate_header import (
+    HeaderError,
+    find_reference,
+    header_line,
+    is_header_line,
+    parse_line,
+)
+
+
+def _reference_seen_by_analysis(text: str) -> str | None:
+    return analyze(Document("file:///w/c.py", text, "python")).reference_header
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "my problem.py",
+        "../dir with space/p.py",
+        'quote".py',
+        "hash # not a comment.py",
+        "back\\slash.py",
+        "ünï cödé.py",
+        '"starts quoted".py',
+    ],
+)
+def test_names_that_are_not_plain_are_quoted_and_read_back(name: str) -> None:
+    line = header_line(name)
+    assert line.startswith('# stitch-lsp: reference="')
+    assert "\n" not in line
+    assert parse_line(line) == name
+    assert find_reference(f"{line}\nimport torch\n") == name
+    assert _reference_seen_by_analysis(f"{line}\nimport torch\n") == name
+    ast.parse(f"{line}\nx = 1\n")  # still only a comment
+
+
+def test_plain_paths_are_written_as_before() -> None:
+    assert header_line("../problems/p.py") == "# stitch-lsp: reference=../problems/p.py"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("# stitch-lsp: reference=../problems/p.py", "../problems/p.py"),
+        ("#stitch-lsp:reference=p.py", "p.py"),
+        ("  # stitch-lsp: reference = p.py  ", "p.py"),
+    ],
+)
+def test_old_plain_headers_stay_readable(line: str, expected: str) -> None:
+    assert parse_line(line) == expected
+    assert _reference_seen_by_analysis(f"{line}\nimport torch\n") == expected
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# stitch-lsp: reference=my problem.py",  # an unquoted space: not a header any more
+        '# stitch-lsp: reference="unterminated.py',
+        '# stitch-lsp: reference="a\\nb.py"',  # a quoted newline is refused on reading too
+        "# stitch-lsp: reference=",
+    ],
+)
+def test_malformed_headers_name_nothing(line: str) -> None:
+    assert parse_line(line) is None
+
+
+@pytest.mark.parametrize(
+    "bad", ["a\nimport os.py", "a\r.py", "a\x00.py", "a\u2028.py", "\u202e.py"]
+)
+def test_control_characters_are_refused(bad: str) -> None:
+    with pytest.raises(HeaderError, match="control character"):
+        header_line(bad)
+
+
+def test_a_newline_in_the_reference_file_name_injects_nothing(tmp_path: Path) -> None:
+    ref = tmp_path / "p\nimport os; os.system('touch x')\n.py"
+    out = tmp_path / "out.py"
+    with pytest.raises(HeaderError, match="U\\+000A"):
+        with_header("import torch\n", ref, out)
+
+
+def test_a_space_in_the_reference_file_name_keeps_the_header(tmp_path: Path) -> None:
+    ref = tmp_path / "my problem.py"
+    out = tmp_path / "my problem_stitch.py"
+    text = with_header("# stitch-lsp: reference=my problem.py\nimport torch\n", ref, out)
+    first, rest = text.split("\n", 1)
+    assert first == '# stitch-lsp: reference="my problem.py"'
+    assert rest == "import torch\n"  # the Coder's broken header line was replaced
+    assert is_header_line(first)
+    assert _reference_seen_by_analysis(text) == "my problem.py"
