@@ -16,7 +16,7 @@ from typing import TextIO
 HEARTBEAT_S = 15.0
 
 # What the CLI adds to a stage's name, for a reader who wonders why it takes so long.
-_DETAIL = {"building": "building (nvcc, or torch's load_inline: about a minute per build)"}
+_DETAIL = {"building": "building with nvcc or load_inline (a load_inline build takes a minute)"}
 
 
 class ProgressLines:
