@@ -17,9 +17,9 @@ and add `"stitch_lsp.server.features.<name>"` to `FEATURE_MODULES` in `app.py`. 
   `textDocument/codeLens` and `codeAction` are advertised only when some provider exists.
 - `server.register_command("stitch.verify", handler, executes_code=True)`:
   `async handler(server, *args)`. Only registered commands are advertised in
-  `executeCommandProvider.commands`; those that run code are left out when the client says
-  the workspace is untrusted (`initializationOptions.trusted == false`), and lenses/actions
-  pointing at them are filtered out.
+  `executeCommandProvider.commands`; those that run code are left out when the workspace is
+  untrusted (`initializationOptions.trusted` is anything but `true`, or absent without
+  `serve --trust`), and lenses/actions pointing at them are filtered out.
 - `server.save_listeners`, `server.file_change_listeners`, `server.settings_listeners`:
   callbacks for didSave, watched files that are not open, and settings changes.
 - `server.jobs` (`jobs.JobScheduler`): background GPU work, one job per GPU, supersede and
