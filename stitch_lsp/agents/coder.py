@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from stitch_lsp.agents.extract import extract_code
-from stitch_lsp.agents.llm import ChatClient
+from stitch_lsp.agents.llm import ChatClient, EndpointError
 from stitch_lsp.agents.partial import find_block
 from stitch_lsp.agents.planner import describe_hardware, describe_plan
 from stitch_lsp.agents.prompts import render
@@ -281,7 +281,16 @@ class LLMCoder:
 
     def write(self, request: CoderRequest) -> CoderReply:
         messages = build_messages(request)
-        reply = self.client.chat(messages)
+        try:
+            reply = self.client.chat(messages)
+        except EndpointError as exc:
+            if exc.kind != "too_large":
+                raise
+            # An attempt without code that says why; the loop's no-code rule ends the run if
+            # the model keeps doing it. Nothing of the reply is kept.
+            return CoderReply(
+                messages=messages, reply="", code=None, problem=str(exc), finish_reason="too_large"
+            )
         found = extract_code(reply.text)
         return CoderReply(
             messages=messages,

@@ -2,7 +2,11 @@
 
 The `openai` client's own retries are off: we classify every failure ourselves so the loop can
 end a run with a message that says what went wrong (unreachable, 4xx/5xx, timeout, a reply that
-is not JSON or cut off), and so a cancellation interrupts the back-off.
+is not JSON or cut off, one too large), and so a cancellation interrupts the back-off.
+
+A reply body is read no further than `reply_cap` bytes (1 MiB at the default llmMaxTokens): an
+endpoint that sends more is rejected with kind "too_large", which the LLM Coder records as an
+attempt without code, so one reply can neither exhaust memory nor bloat the trajectory.
 
 `llmTimeoutS` bounds the whole call, retries and back-offs included: the HTTP client's timeout
 is per read, so an endpoint that trickles a byte a second would otherwise never time out. A
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import gc
+import json
 import os
 import threading
 import time
@@ -27,11 +32,26 @@ if TYPE_CHECKING:  # imported where a request is made: the builtin coder never n
     import openai  # its import (1-2 s) held the language server's event loop
 
 FailureKind = Literal[
-    "unreachable", "timeout", "http", "auth", "truncated", "malformed", "config", "cancelled"
+    "unreachable",
+    "timeout",
+    "http",
+    "auth",
+    "truncated",
+    "too_large",
+    "malformed",
+    "config",
+    "cancelled",
 ]
 _NO_KEY = "sk-no-key-required"
 _RETRIED = frozenset({"unreachable", "timeout", "http"})
 _MALFORMED_TRIES = 2  # a reply that is not JSON: once more, then give up
+MIN_REPLY_CAP = 2**20  # bytes of reply body read at most, whatever llm_max_tokens says
+BYTES_PER_TOKEN = 32  # generous: a token is a few characters, JSON escapes some up to 6 bytes
+
+
+def reply_cap(settings: Settings) -> int:
+    """The most bytes of a reply body read: 1 MiB, or more for a large llm_max_tokens."""
+    return max(MIN_REPLY_CAP, settings.llm_max_tokens * BYTES_PER_TOKEN)
 
 
 class EndpointError(RuntimeError):
@@ -171,12 +191,15 @@ class ChatClient:
         openai = _openai()
         s = self.settings
         try:
-            resp = client.chat.completions.create(
+            with client.chat.completions.with_streaming_response.create(
                 model=s.llm_model,
                 messages=messages,  # type: ignore[arg-type]
                 temperature=s.llm_temperature,
                 max_tokens=s.llm_max_tokens,
-            )
+            ) as raw:
+                body = self._capped_body(raw)
+        except EndpointError:
+            raise
         except openai.APITimeoutError as exc:
             raise EndpointError(
                 "timeout", f"{self.endpoint} did not answer within {s.llm_timeout_s:g} s"
@@ -196,15 +219,63 @@ class ChatClient:
             err.status_code = exc.status_code  # type: ignore[attr-defined]
             err.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
             raise err from exc
-        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        except openai.OpenAIError as exc:
+            raise EndpointError(
+                "malformed", f"{self.endpoint} sent a reply that is not valid JSON ({_short(exc)})"
+            ) from exc
+        return self._reply_of(body)
+
+    def _capped_body(self, raw: Any) -> bytes:
+        """The reply body, read no further than `reply_cap`: EndpointError("too_large") past it.
+        A read that fails half-way is a timeout or a broken connection, as before the body."""
+        import httpx2
+
+        cap = reply_cap(self.settings)
+        declared = raw.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            raise self._too_large(cap, f"it declared {int(declared):,} bytes")
+        body = bytearray()
+        try:
+            for chunk in raw.iter_bytes():
+                body += chunk
+                if len(body) > cap:
+                    raise self._too_large(cap, "reading stopped there")
+        except httpx2.TimeoutException as exc:
+            raise EndpointError(
+                "timeout",
+                f"{self.endpoint} stopped sending its reply (no data for "
+                f"{self.settings.llm_timeout_s:g} s)",
+            ) from exc
+        except httpx2.HTTPError as exc:
+            raise EndpointError(
+                "unreachable", f"the connection to {self.endpoint} broke during the reply: {exc}"
+            ) from exc
+        return bytes(body)
+
+    def _too_large(self, cap: int, detail: str) -> EndpointError:
+        return EndpointError(
+            "too_large",
+            f"the reply from {self.endpoint} was larger than {cap:,} bytes ({detail}) and was "
+            f"rejected; a reply of stitch.llmMaxTokens ({self.settings.llm_max_tokens}) tokens "
+            "fits well within that",
+        )
+
+    def _reply_of(self, body: bytes) -> ChatReply:
+        s = self.settings
+        try:
+            data = json.loads(body)
+        except ValueError as exc:  # not UTF-8, or not JSON
             raise EndpointError(
                 "malformed", f"{self.endpoint} sent a reply that is not valid JSON ({_short(exc)})"
             ) from exc
         try:
-            choice = resp.choices[0]
-            text = (choice.message.content if choice.message else None) or ""
-            finish = choice.finish_reason
-        except (AttributeError, IndexError, TypeError) as exc:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+            finish = choice.get("finish_reason")
+            if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
+                raise TypeError("content or finish_reason is not a string")
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise EndpointError(
                 "malformed", f"{self.endpoint} answered without any choices ({_short(exc)})"
             ) from exc
@@ -214,9 +285,12 @@ class ChatClient:
                 f"the reply from {self.endpoint} was cut off at {s.llm_max_tokens} tokens "
                 "(finish_reason=length); raise stitch.llmMaxTokens or use a longer-output model",
             )
-        usage = _usage(resp)
+        model = data.get("model")
         return ChatReply(
-            text=text, finish_reason=finish, model=getattr(resp, "model", None), usage=usage
+            text=text,
+            finish_reason=finish,
+            model=model if isinstance(model, str) else None,
+            usage=_usage(data),
         )
 
 
@@ -237,12 +311,11 @@ def _openai() -> Any:
     return openai
 
 
-def _usage(resp: Any) -> dict[str, int]:
-    try:
-        usage = resp.usage.model_dump(exclude_none=True) if resp.usage else {}
-    except Exception:
+def _usage(data: dict[str, Any]) -> dict[str, int]:
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
         return {}
-    return {k: v for k, v in usage.items() if isinstance(v, int)}
+    return {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 def _close_quietly(client: openai.OpenAI) -> None:

@@ -48,6 +48,23 @@ from typing import Any
 from stitch_lsp.models.agents import Attempt
 
 SCHEMA = "stitch-lsp.trajectory/1"
+# The longest text field written (characters); a longer one keeps its start and a marker.
+MAX_FIELD_CHARS = 256 * 1024
+
+
+def bounded(value: Any, limit: int = MAX_FIELD_CHARS) -> Any:
+    """`value` with every string longer than `limit` cut to `limit` characters plus a marker that
+    says how much was cut, so no field (a reply, a prompt, a log) can make a record huge."""
+    if isinstance(value, str):
+        if len(value) <= limit:
+            return value
+        cut = len(value) - limit
+        return f"{value[:limit]}\n[stitch-lsp: {cut:,} of {len(value):,} characters cut]"
+    if isinstance(value, dict):
+        return {k: bounded(v, limit) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [bounded(v, limit) for v in value]
+    return value
 
 
 def new_run_id() -> str:
@@ -105,6 +122,7 @@ def record(
 
 class TrajectoryWriter:
     """Appends records to `<folder>/<run_id>.jsonl`; creates the folder on the first record.
+    Text fields are cut at MAX_FIELD_CHARS characters, with a marker (see `bounded`).
 
     The file is created new (O_EXCL) and never opened through a symlink (O_NOFOLLOW): a link
     planted under the run's name cannot send the records, or an append, to another file."""
@@ -132,7 +150,7 @@ class TrajectoryWriter:
             ) from None
         self._created = True
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(bounded(rec), ensure_ascii=False) + "\n")
 
 
 def iter_records(

@@ -5,8 +5,8 @@ each have their own script. Every request is recorded for assertions. A scripted
 text, a function of the request's last user message that returns the reply text (a scripted Coder
 that edits the program it is shown), or a `Fail` that answers with an HTTP status (with a
 Retry-After header if asked), hangs past the client's timeout, cuts the reply at max tokens,
-trickles its body one byte at a time, or sends a body that is not JSON (garbage) or JSON cut off
-in the middle.
+trickles its body one byte at a time, sends a body that is not JSON (garbage) or JSON cut off
+in the middle, or sends a good body without declaring its length.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ class Fail:
     trickle_s: float = 0.0  # send a good reply's body one byte every trickle_s seconds
     garbage: bool = False  # status 200 with a body that is not JSON
     cut_json: bool = False  # status 200 with a JSON body cut off halfway
+    undeclared: bool = False  # a good reply without Content-Length: the body ends at close
 
 
 Step = str | Fail | Callable[[str], str]
@@ -101,6 +102,10 @@ class FakeOpenAI:
                         data = json.dumps(_completion(body, step.text, "stop")).encode()
                         self._send_raw(200, data[: len(data) // 2])
                         return
+                    if step.undeclared:
+                        data = json.dumps(_completion(body, step.text, "stop")).encode()
+                        self._send_raw(200, data, declare_length=False)
+                        return
                     if step.trickle_s:
                         data = json.dumps(_completion(body, step.text, "stop")).encode()
                         self._send_raw(200, data, trickle_s=step.trickle_s)
@@ -125,11 +130,15 @@ class FakeOpenAI:
                 *,
                 headers: dict[str, str] | None = None,
                 trickle_s: float = 0.0,
+                declare_length: bool = True,
             ) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    if declare_length:
+                        self.send_header("Content-Length", str(len(data)))
+                    else:
+                        self.close_connection = True
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)
                     self.end_headers()
