@@ -5,7 +5,8 @@
 - After `shutdown`, a request gets -32600 (InvalidRequest) instead of silence; `exit` ends the
   process with 0 after `shutdown` and 1 without it.
 - `didChange` for a document that was never opened is logged, not raised (pygls's KeyError
-  reached the user as a pop-up).
+  reached the user as a pop-up); pygls's own copy of a document of a megabyte or more is not
+  edited (`unsynced`): the server's `Document` holds the text.
 - A handler's exception is answered with its one-line message; the traceback goes to the
   server's log, never into the response.
 - `$/cancelRequest` reaches the handler a built-in feature (executeCommand) delegated to, so a
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 SERVER_NOT_INITIALIZED = -32002
 INVALID_REQUEST = -32600
+UNSYNCED_CHARS = 1_000_000
+"""From this size on, pygls's copy of a document is no longer edited (see did_change)."""
 
 
 class GuardedProtocol(LanguageServerProtocol):
@@ -38,6 +41,8 @@ class GuardedProtocol(LanguageServerProtocol):
         super().__init__(*args, **kwargs)
         self.initialize_seen = False
         self.shutdown_received = False
+        self.unsynced: set[str] = set()
+        """URIs whose pygls copy is no longer edited (large documents)."""
         # The handlers a client request runs through pygls's built-in generator features
         # (executeCommand): cancelling the request must reach them too.
         self._inner: dict[Any, list[Any]] = {}
@@ -141,4 +146,19 @@ class GuardedProtocol(LanguageServerProtocol):
                 ),
             )
             return None
+        copy = self.workspace.text_documents[unquote(uri)]
+        if uri in self.unsynced or len(copy.source) >= UNSYNCED_CHARS:
+            # pygls's own copy of a large text would be re-split into lines in Python on every
+            # keystroke (0.5 s in a 50 MB file); the server's Document is the text that counts.
+            self.unsynced.add(uri)
+            copy.version = params.text_document.version
+            handler = self.fm.features.get(lsp.TEXT_DOCUMENT_DID_CHANGE)
+            if handler is not None:
+                yield handler, (params,), None
+            return None
         return (yield from super().lsp_text_document__did_change(params))
+
+    @lsp_method(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: lsp.DidCloseTextDocumentParams):
+        self.unsynced.discard(params.text_document.uri)
+        return (yield from super().lsp_text_document__did_close(params))

@@ -82,6 +82,10 @@ class LoopWatchdog:
         if self.ready_at is None:
             self.ready_at = time.perf_counter()
 
+    def reset(self) -> None:
+        """Forget the serving figures so far: a benchmark measures one phase at a time."""
+        self.max_ms, self.worst_during, self.samples, self.over_100ms = 0.0, None, 0, 0
+
     def figures(self) -> dict[str, Any]:
         return {
             "maxLagMs": round(self.max_ms, 1),
