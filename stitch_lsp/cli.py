@@ -36,6 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _clean_stale_worker_folders() -> None:
+    """Folders of workers whose server was killed (SIGKILL skips the cleanup): removed in the
+    background, so no command waits on a large temporary folder."""
+    import threading
+
+    from stitch_lsp.workers.launch import remove_stale_folders
+
+    threading.Thread(target=remove_stale_folders, name="stitch-stale-folders", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     from stitch_lsp.command_line import CommandParser, UsageError, report_error, wants_json
 
@@ -50,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     as_json = getattr(args, "format", None) == "json" or wants_json(argv)
+    _clean_stale_worker_folders()
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:

@@ -292,7 +292,12 @@ def run_bench(
             row.status = "cancelled"
             return
         result = verify(
-            f, Path(row.candidate or ""), settings, device=device, extra_baselines=extra_baselines
+            f,
+            Path(row.candidate or ""),
+            settings,
+            device=device,
+            extra_baselines=extra_baselines,
+            llm_code=coder != "builtin",
         )
         _row_from_verify(row, result)
         with lock:

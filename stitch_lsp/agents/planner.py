@@ -91,6 +91,7 @@ def analyze_reference(
         timeout_s=timeout_s,
         python=settings.python_for_workers,
         label="the planner's analysis",
+        sandbox=settings.sandbox,
     )
     try:
         return run_worker(call, cancel, launcher).result

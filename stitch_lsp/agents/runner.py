@@ -96,7 +96,7 @@ def build_loop(
     if verifier is None:
         from stitch_lsp.agents.verifier import StitchVerifier
 
-        verifier = StitchVerifier(settings, device=device)
+        verifier = StitchVerifier(settings, device=device, llm_code=kind == "llm")
     options = LoopOptions(
         compile_only=compile_only,
         trajectories_dir=trajectories or trajectories_folder(settings, root or reference.parent),

@@ -38,7 +38,9 @@ def builtin_group_seeds(
             path = Path(tmp) / f"subproblem_{i}.py"
             path.write_text(sub.source, encoding="utf-8")
             paths.append(path)
-        candidates = generate_candidates(paths, settings, cancel=cancel)
+        candidates = generate_candidates(
+            paths, settings, cancel=cancel, readable=(Path(reference).resolve(),)
+        )
     seeds: dict[str, partial.GroupSeed] = {}
     for sub, cand in zip(subs, candidates, strict=True):
         if cand.handled and cand.source:

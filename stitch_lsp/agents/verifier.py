@@ -123,6 +123,8 @@ def profile_candidate(
     *,
     cancel: threading.Event | None = None,
     device: str | None = None,
+    llm_code: bool = False,
+    reference: Path | None = None,
 ) -> tuple[str | None, list[str]]:
     """ncu on the candidate's own kernels: a one-line summary and the top hints (or why not).
 
@@ -152,6 +154,9 @@ def profile_candidate(
         timeout_s=timeout_s + 60,
         env={"CUDA_VISIBLE_DEVICES": inventory().physical(device)} if device else {},
         label="the profile worker",
+        sandbox=settings.sandbox,
+        llm_code=llm_code,
+        readable=(Path(reference).resolve(),) if reference else (),
     )
     try:
         run = run_worker(call, cancel).result
@@ -182,10 +187,13 @@ class StitchVerifier:
         *,
         device: str | None = None,
         compare_compile: bool = False,
+        llm_code: bool = False,
     ) -> None:
         self.settings = settings
         self.device = device
         self.compare_compile = compare_compile
+        self.llm_code = llm_code
+        """The candidates come from an LLM: they run only in the sandbox (unless mode none)."""
 
     def __call__(
         self, reference: Path, candidate: str, *, compile_only: bool, cancel: threading.Event
@@ -203,6 +211,7 @@ class StitchVerifier:
                 compile_only=compile_only,
                 cancel=cancel,
                 compare_compile=self.compare_compile,
+                llm_code=self.llm_code,
             )
             verdict = to_verdict(result, compile_only=compile_only)
         for d in verdict.diagnostics:
@@ -219,7 +228,14 @@ class StitchVerifier:
         with tempfile.TemporaryDirectory(prefix="stitch-profile-") as tmp:
             path = Path(tmp) / "candidate.py"
             path.write_text(with_reference_inputs(candidate, reference), encoding="utf-8")
-            return profile_candidate(path, self.settings, cancel=cancel, device=self.device)
+            return profile_candidate(
+                path,
+                self.settings,
+                cancel=cancel,
+                device=self.device,
+                llm_code=self.llm_code,
+                reference=reference,
+            )
 
 
 def with_reference_inputs(candidate: str, reference: Path) -> str:

@@ -27,7 +27,12 @@ from typing import Any
 
 from stitch_lsp.cluster.node import JobRunner, NodeJob, NodeReply
 from stitch_lsp.cluster.session import require_ray
-from stitch_lsp.cluster.transfer import outbound, place_returned, replace_paths
+from stitch_lsp.cluster.transfer import (
+    ReturnedFileError,
+    outbound,
+    place_returned,
+    replace_paths,
+)
 from stitch_lsp.workers import WORKER_ENTRY_POINTS
 from stitch_lsp.workers.launch import (
     ResT,
@@ -109,6 +114,8 @@ class RayLauncher:
             files=out.files,
             refs={sha: [self._put(sha, data)] for sha, data in out.data.items()},
             dirs=out.dirs,
+            sandbox=call.sandbox,
+            llm_code=call.llm_code,
         )
         lost: list[_NodeLost] = []
         for _ in range(1 + self.retries):
@@ -253,7 +260,14 @@ class RayLauncher:
     def _finish(
         self, call: WorkerCall[ResT], dirs: list[str], reply: NodeReply, started: float
     ) -> WorkerReply[ResT]:
-        mapping = place_returned(reply.returned, dirs)
+        try:
+            mapping = place_returned(reply.returned, dirs)
+        except ReturnedFileError as exc:
+            raise WorkerError(
+                WorkerErrorKind.no_result,
+                f"{call.label}: the node's reply was refused: {exc}",
+                seconds=time.perf_counter() - started,
+            ) from None
         data = replace_paths(reply.result, mapping) if reply.result is not None else None
         tail = replace_paths(reply.log_tail, mapping)
         seconds = time.perf_counter() - started

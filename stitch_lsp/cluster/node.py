@@ -47,6 +47,9 @@ class NodeJob:
     """sha256 -> [ObjectRef of the bytes]: in a list, so Ray hands the reference, not the bytes,
     and a node that already holds the content never fetches it."""
     dirs: list[str] = field(default_factory=list)
+    sandbox: str | None = None
+    """The caller's `stitch.sandbox`; the node applies it (and refuses LLM code without bwrap)."""
+    llm_code: bool = False
 
 
 @dataclass
@@ -122,6 +125,8 @@ class JobRunner:
                 env=env,
                 cwd=cwd,
                 label=job.label,
+                sandbox=job.sandbox,
+                llm_code=job.llm_code,
             )
             back = _reverse(to_node, job)
             try:

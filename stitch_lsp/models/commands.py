@@ -89,6 +89,8 @@ class VerifyCommandResult(CommandResult):
     speedup_vs_compile: float | None = None
     diagnostics: int = 0
     wall_seconds: float = 0.0
+    sandbox: str = ""
+    """'bwrap' when the code ran confined; otherwise why not."""
 
 
 class ProfileCommandResult(CommandResult):

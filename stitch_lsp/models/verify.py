@@ -214,6 +214,7 @@ class VerifyResult(Record):
     wall_seconds: float = 0.0
     phase_seconds: dict[str, float] = Field(default_factory=dict)
     phase: str = Field("start", description="Last phase the worker reached.")
+    sandbox: str = Field("", description="'bwrap' when the code ran confined; otherwise why not.")
 
     @property
     def ok(self) -> bool:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stitch_lsp.models.profile import KernelSummary, ProfileRun
+    from stitch_lsp.config import Settings
+    from stitch_lsp.models.profile import KernelSummary, ProfileRequest, ProfileRun
     from stitch_lsp.profile.pipeline import MappedReport
 
 from stitch_lsp.analysis.files import display_path
@@ -166,7 +167,6 @@ def _run_profile(args: argparse.Namespace) -> int:
     from stitch_lsp.command_line import emit_json, load_settings
     from stitch_lsp.models.profile import ProfileRequest
     from stitch_lsp.profile.pipeline import map_report, source_mapper
-    from stitch_lsp.profile.runner import run_profile
 
     as_json = args.format == "json"
     settings = load_settings()
@@ -183,7 +183,7 @@ def _run_profile(args: argparse.Namespace) -> int:
         report_dir=args.report_dir,
         timeout_s=args.timeout,
     )
-    run = run_profile(req)
+    run = _launch(req, settings)
     if not run.ok or run.report is None:
         if as_json:
             info = _run_info(run)
@@ -197,6 +197,34 @@ def _run_profile(args: argparse.Namespace) -> int:
     mapper = source_mapper(run.report, [path.parent], preferred=path)
     mapped = map_report(run.report, mapper, origin=path, class_name=args.class_name)
     return _emit(mapped, as_json, _run_info(run))
+
+
+def _launch(req: ProfileRequest, settings: Settings) -> ProfileRun:
+    """The profile worker, started like every worker (in the sandbox): the file's code and
+    ncu's target never run in this process."""
+    from stitch_lsp.models.profile import ProfileErrorKind, ProfileRun
+    from stitch_lsp.workers import WORKER_ENTRY_POINTS
+    from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind, run_worker
+
+    call = WorkerCall(
+        module=WORKER_ENTRY_POINTS["profile"],
+        request=req,
+        result=ProfileRun,
+        timeout_s=req.timeout_s + 60,
+        label="the profile worker",
+        sandbox=settings.sandbox,
+    )
+    try:
+        return run_worker(call).result
+    except WorkerError as exc:
+        kind = ProfileErrorKind.timeout if exc.kind is WorkerErrorKind.timeout else None
+        tail = exc.log_tail.strip()
+        return ProfileRun(
+            ok=False,
+            error_kind=kind or ProfileErrorKind.failed,
+            error=exc.message,
+            log_tail=tail[-2000:],
+        )
 
 
 def _run_info(run: ProfileRun) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from functools import cache
 from pathlib import Path
 
 from stitch_lsp.gpus import DEFAULT_ARCH, build_arch, normalize_arch
+from stitch_lsp.runtime.nvcc_flags import FlagRefused, checked_flags
 
 DEFAULT_FLAGS: tuple[str, ...] = (
     "-O3",
@@ -465,6 +466,10 @@ def build_cuda(
     """
     if not _NAME_RE.match(name):
         raise ValueError(f"name must be a C identifier, got {name!r}")
+    try:
+        extra_flags = checked_flags(extra_flags)
+    except FlagRefused as exc:
+        raise CudaBuildError(str(exc)) from None
     nvcc = find_nvcc()
     if nvcc is None:
         raise CudaBuildError(

@@ -95,6 +95,8 @@ def render(result: VerifyResult) -> str:
     if result.status.value in {"runtime_error", "timeout"} and result.log_tail:
         lines.append("log tail:")
         lines.extend("  " + ln for ln in result.log_tail.strip().splitlines()[-15:])
+    if result.sandbox:
+        lines.append(f"sandbox: {result.sandbox}")
     lines.append(f"wall: {result.wall_seconds:.1f} s")
     return "\n".join(lines)
 

@@ -70,11 +70,13 @@ def verify(
     extra_baselines: bool | None = None,
     launcher: WorkerLauncher | None = None,
     progress: Callable[[str], None] | None = None,
+    llm_code: bool = False,
 ) -> VerifyResult:
     """Verify `candidate` (its ModelNew) against `reference` (its Model). Never raises for a bad
     candidate: every outcome is a VerifyResult with a status. `extra_baselines` None: the
-    setting decides. `progress` hears each stage as it starts (static checks, then the
-    worker's phases: import, build, correctness, ...)."""
+    setting decides. `llm_code`: the candidate came from an LLM, so it runs only in the
+    sandbox unless the user set `stitch.sandbox` to none. `progress` hears each stage as it
+    starts (static checks, then the worker's phases: import, build, correctness, ...)."""
     say = progress or (lambda _stage: None)
     start = time.perf_counter()
     reference = Path(reference).resolve()
@@ -148,6 +150,8 @@ def verify(
         cwd=candidate.parent,
         launcher=launcher,
         progress=progress,
+        sandbox=settings.sandbox,
+        llm_code=llm_code,
     )
     if not is_remote(launcher):
         result.device = worker_device and chosen
@@ -166,6 +170,8 @@ def run_worker(
     cwd: Path | None = None,
     launcher: WorkerLauncher | None = None,
     progress: Callable[[str], None] | None = None,
+    sandbox: str | None = None,
+    llm_code: bool = False,
 ) -> VerifyResult:
     """Run one verify worker; turn every way it can end into a VerifyResult.
 
@@ -184,6 +190,8 @@ def run_worker(
         cwd=cwd,
         label="the verify worker",
         on_partial=_phase_reporter(progress) if progress is not None else None,
+        sandbox=sandbox,
+        llm_code=llm_code,
     )
     try:
         reply = run_launched(call, cancel, launcher)
@@ -199,6 +207,7 @@ def run_worker(
         )
         result.diagnostics.append(_run_finding(request, result))
     result.wall_seconds = reply.seconds
+    result.sandbox = reply.sandbox
     if reply.where:
         result.device = reply.where
     return result

@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -35,11 +37,19 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from stitch_lsp.workers import sandbox
+
 LOG_TAIL_CHARS = 6000
 POLL_S = 0.1
 TERM_GRACE_S = 2.0
 KILL_GRACE_S = 5.0
 
+WORK_PREFIX = "stitch-worker-"
+OWNER_FILE = "owner.pid"
+"""Each private folder names the server that made it, so a later start can remove the folders
+of a server that was killed before it could."""
+DEADLINE_ENV = "STITCH_WORKER_DEADLINE"
+"""Unix time after which a worker ends itself, should nobody be left to stop it."""
 ROOT_ENV = "STITCH_WORKER_ROOT"
 """The folder holding the `stitch_lsp` package the worker must load (the server's own copy)."""
 PATH_ENV = "STITCH_WORKER_PATH"
@@ -61,6 +71,14 @@ if root:
     module = importlib.util.module_from_spec(spec)
     sys.modules["stitch_lsp"] = module
     spec.loader.exec_module(module)
+def guard(parent=os.getppid(), deadline=float(os.environ.get("STITCH_WORKER_DEADLINE") or 0)):
+    import signal, time
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent or (deadline and time.time() > deadline):
+            os.killpg(0, signal.SIGKILL)
+import threading
+threading.Thread(target=guard, name="stitch-worker-guard", daemon=True).start()
 name, args = sys.argv[1], sys.argv[2:]
 sys.argv = [name, *args]
 sys.exit(importlib.import_module(name).main(args))
@@ -119,6 +137,15 @@ class WorkerCall(Generic[ResT]):
     on_partial: Callable[[dict[str, Any]], None] | None = None
     """Called with the result the worker has saved so far (as JSON data) each time it saves
     one, while it runs; a launcher that cannot see it (a remote one) never calls it."""
+    sandbox: str | None = None
+    """`stitch.sandbox` (auto, bwrap, none); None: `STITCH_SANDBOX`, else auto."""
+    llm_code: bool = False
+    """The code it runs came from an LLM: without a sandbox it runs only under mode none."""
+    writable: tuple[Path, ...] = ()
+    """Folders besides its own scratch folder that the worker writes into (a report folder)."""
+    readable: tuple[Path, ...] = ()
+    """Files the worker reads that its request does not name (a reference that a generated
+    file loads by path): their folders are visible inside the sandbox."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +155,8 @@ class WorkerReply(Generic[ResT]):
     seconds: float
     where: str | None = None
     """Where it ran when that was not this machine: a cluster node and its GPU."""
+    sandbox: str = ""
+    """'bwrap' when it ran confined, else why not ('not sandboxed: ...')."""
 
 
 class WorkerLauncher(Protocol):
@@ -216,30 +245,56 @@ class LocalLauncher:
         self, call: WorkerCall[ResT], cancel: threading.Event | None = None
     ) -> WorkerReply[ResT]:
         started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="stitch-worker-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=WORK_PREFIX) as tmp:
             folder = Path(tmp)
+            (folder / OWNER_FILE).write_text(str(os.getpid()), encoding="utf-8")
             req_path, res_path, log_path = (
                 folder / "request.json",
                 folder / "result.json",
                 folder / "worker.log",
             )
-            req_path.write_text(call.request.model_dump_json(), encoding="utf-8")
-            argv = worker_command(call.python, call.module, [str(req_path), str(res_path)])
+            request = _with_report_folder(call.request)
+            req_path.write_text(request.model_dump_json(), encoding="utf-8")
+            python = call.python or sys.executable
+            if shutil.which(python) is None:  # inside a sandbox it would only exit with 1
+                raise WorkerError(
+                    WorkerErrorKind.cannot_start,
+                    f"cannot start {call.label} ({python}): no such executable",
+                )
+            argv = worker_command(python, call.module, [str(req_path), str(res_path)])
+            env = worker_environment(call.env)
+            cwd = Path(call.cwd or folder)
+            try:
+                box = sandbox.confinement(
+                    sandbox.configured_mode(call.sandbox),
+                    llm_code=call.llm_code,
+                    python=python,
+                    scratch=folder,
+                    request=request.model_dump(mode="json"),
+                    cwd=cwd,
+                    writable=call.writable,
+                    readable=call.readable,
+                    env=env,
+                )
+            except sandbox.SandboxRefused as exc:
+                raise WorkerError(WorkerErrorKind.cannot_start, str(exc)) from None
+            env = sandbox.sandbox_environment(env, folder, box.confined)
+            env[DEADLINE_ENV] = f"{time.time() + call.timeout_s + TERM_GRACE_S + KILL_GRACE_S:.0f}"
             with open(log_path, "wb") as log:
                 try:
                     proc = subprocess.Popen(
-                        argv,
+                        [*box.prefix, *argv],
                         stdin=subprocess.DEVNULL,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                        env=worker_environment(call.env),
-                        cwd=str(call.cwd or folder),
+                        env=env,
+                        cwd=str(cwd),
                         start_new_session=True,
                     )
                 except OSError as exc:
                     raise WorkerError(
                         WorkerErrorKind.cannot_start,
-                        f"cannot start {call.label} ({call.python or sys.executable}): {exc}",
+                        f"cannot start {call.label} ({python}): {exc}",
                     ) from exc
                 with self._lock:
                     self._live.add(proc)
@@ -253,7 +308,7 @@ class LocalLauncher:
             tail = _tail(log_path)
             result, problem = _read_result(res_path, call.result)
         if ended == "exited" and proc.returncode == 0 and result is not None:
-            return WorkerReply(result, tail, seconds)
+            return WorkerReply(result, tail, seconds, sandbox=box.note)
         kind, message = _failure(call, ended, proc.returncode, problem)
         raise WorkerError(
             kind,
@@ -269,6 +324,15 @@ class LocalLauncher:
             live = list(self._live)
         for proc in live:
             _signal_group(proc, signal.SIGKILL)
+
+
+def _with_report_folder(request: BaseModel) -> BaseModel:
+    """A request whose worker writes a report (`report_dir`) but names no folder gets a fresh one
+    here, outside the worker's private folder: the report outlives the worker (and its sandbox,
+    whose /tmp is its own)."""
+    if "report_dir" not in type(request).model_fields or getattr(request, "report_dir", 1):
+        return request
+    return request.model_copy(update={"report_dir": tempfile.mkdtemp(prefix="ncu-")})
 
 
 def _failure(
@@ -366,6 +430,49 @@ def _read_result(path: Path, model: type[ResT]) -> tuple[ResT | None, str]:
         return TypeAdapter(model).validate_json(data), ""
     except ValidationError as exc:
         return None, f"unreadable result: {str(exc).splitlines()[0]}"
+
+
+def remove_stale_folders(root: Path | None = None, min_age_s: float = 3600.0) -> list[Path]:
+    """Remove private folders left by servers that died (SIGKILL leaves them): a folder whose
+    owner process is gone, or an old one with no owner file. Returns what was removed."""
+    base = root or Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        folders = [p for p in base.iterdir() if p.name.startswith(WORK_PREFIX)]
+    except OSError:
+        return removed
+    for folder in folders:
+        try:
+            info = folder.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                continue
+            owner = _owner(folder / OWNER_FILE)
+            if owner is None and time.time() - info.st_mtime < min_age_s:
+                continue
+            if owner is not None and _alive(owner):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return int(path.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _default: WorkerLauncher = LocalLauncher()

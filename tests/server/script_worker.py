@@ -41,6 +41,12 @@ def main(argv: list[str]) -> int:
 
 
 def script_call(code: str, timeout_s: float = 60, **kw: Any) -> WorkerCall[Answer]:
-    """A launcher call that runs `code` in this worker (the repository on its import path)."""
+    """A launcher call that runs `code` in this worker (the repository on its import path).
+
+    Unconfined by default: these scripts report host pids and write marker files, to test
+    the launcher's process groups; tests/security/test_sandbox.py tests the sandbox."""
     env = {"PYTHONPATH": str(REPO), **kw.pop("env", {})}
-    return WorkerCall(MODULE, Script(code=code, **kw), Answer, timeout_s=timeout_s, env=env)
+    sandbox = kw.pop("sandbox", "none")
+    return WorkerCall(
+        MODULE, Script(code=code, **kw), Answer, timeout_s=timeout_s, env=env, sandbox=sandbox
+    )

@@ -129,7 +129,10 @@ async def test_cancelling_generate_kills_the_worker_group_and_writes_nothing(
     await initialize(
         client,
         tmp_path,
-        settings={"pythonForWorkers": str(fake_python), "coder": "builtin"},
+        settings={"coder": "builtin"},
+        # User-level (a workspace may not name a program), and unconfined: the test reads the
+        # host pids the fake Python writes.
+        user_settings={"pythonForWorkers": str(fake_python), "sandbox": "none"},
     )
     uri = await open_file(client, reference)
     run = asyncio.ensure_future(execute(client, "stitch.generate", uri))

@@ -55,7 +55,10 @@ def test_candidate_that_hangs_times_out_and_its_children_die(
     pid_file = tmp_path / "child.pid"
     monkeypatch.setenv("STITCH_TEST_PID_FILE", str(pid_file))
     start = time.monotonic()
-    res = verify(DATA / "ref_bias_relu.py", DATA / "cand_fork_sleep.py", _settings(), timeout_s=10)
+    # Unconfined, so the child can report its pid here; in the sandbox its PID namespace ends
+    # with it (tests/security/test_sandbox.py).
+    settings = Settings(verify_timeout_s=120, sandbox="none")
+    res = verify(DATA / "ref_bias_relu.py", DATA / "cand_fork_sleep.py", settings, timeout_s=10)
     assert res.status is VerifyStatus.timeout
     assert time.monotonic() - start < 30
     assert "timed out after 10 s" in res.message

@@ -42,6 +42,7 @@ def _run(
     settings: Settings,
     timeout_s: float,
     cancel: threading.Event | None = None,
+    readable: tuple[Path, ...] = (),
 ) -> list[BuiltinCandidate]:
     """Run the torch worker on a batch; a failed worker answers every item with why."""
     call = WorkerCall(
@@ -52,6 +53,8 @@ def _run(
         python=settings.python_for_workers,
         env={"CUDA_VISIBLE_DEVICES": ""},  # capture runs on the meta device; keep GPUs free
         label="the builtin generator",
+        sandbox=settings.sandbox,
+        readable=readable,
     )
     try:
         return run_worker(call, cancel).result.items
@@ -93,10 +96,12 @@ def generate_candidates(
     candidate_dir: Path | None = None,
     timeout_s: float = GENERATE_TIMEOUT_S,
     cancel: threading.Event | None = None,
+    readable: tuple[Path, ...] = (),
 ) -> list[BuiltinCandidate]:
-    """Like `generate_candidate` for many references, in one worker (one `import torch`)."""
+    """Like `generate_candidate` for many references, in one worker (one `import torch`).
+    `readable`: files the references load by path (a subproblem's original reference)."""
     refs = [Path(r).resolve() for r in references]
     if not refs:
         return []
     batch = GenerateBatch(items=[_request(r, None, candidate_dir) for r in refs])
-    return _run(batch, settings, timeout_s * len(refs), cancel)
+    return _run(batch, settings, timeout_s * len(refs), cancel, readable)

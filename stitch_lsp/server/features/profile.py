@@ -326,6 +326,7 @@ async def _run_worker(
         timeout_s=ls.settings.verify_timeout_s + 60,
         env=env,
         label="the profile worker",
+        sandbox=ls.settings.sandbox,
     )
     try:
         return (await ctx.run_worker(call)).result

@@ -297,6 +297,7 @@ async def start_verify(
         speedup_vs_compile=result.speedup_vs_compile,
         diagnostics=len(result.diagnostics),
         wall_seconds=result.wall_seconds,
+        sandbox=result.sandbox,
     )
 
 
