@@ -11,7 +11,9 @@ user's files and callers cannot tell a remote result from a local one.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,31 +149,109 @@ def collect_returned(result: Any, scratch: Path, dir_roots: list[Path]) -> list[
     return list(found.values())
 
 
+class ReturnedFileError(ValueError):
+    """A node's reply names a result file that cannot be written here; the message says why."""
+
+
+def returned_parts(relative: object) -> tuple[str, ...]:
+    """The components of a node's `relative` path, checked: a non-empty relative POSIX path with
+    no `..`, no NUL and no empty or `.` component. ReturnedFileError otherwise."""
+    if not isinstance(relative, str) or not relative:
+        raise ReturnedFileError(f"a returned file has no usable relative path ({relative!r})")
+    if "\x00" in relative:
+        raise ReturnedFileError(f"the returned file path {relative!r} holds a NUL byte")
+    if relative.startswith("/") or os.path.isabs(relative):
+        raise ReturnedFileError(f"the returned file path {relative!r} is absolute")
+    parts = tuple(relative.split("/"))
+    if any(p in ("", ".", "..") for p in parts):
+        raise ReturnedFileError(
+            f"the returned file path {relative!r} has an empty, `.` or `..` component"
+        )
+    return parts
+
+
+def _destination(root: Path, parts: tuple[str, ...]) -> Path:
+    """`root/parts...`, refused where a folder on the way is a symlink or not a folder, or where
+    the result, resolved, is not inside `root`; missing folders are created."""
+    base = root.resolve()
+    where = base
+    for part in parts[:-1]:
+        where = where / part
+        if where.is_symlink():
+            raise ReturnedFileError(
+                f"{where} is a symlink; a returned file is not written through it"
+            )
+        if where.exists() and not where.is_dir():
+            raise ReturnedFileError(f"{where} is not a folder; the returned file cannot go in it")
+        where.mkdir(exist_ok=True)
+    target = where / parts[-1]
+    if not target.parent.resolve().is_relative_to(base):
+        raise ReturnedFileError(f"the returned file {target} would land outside {base}")
+    return target
+
+
+def _check_item(item: object) -> Returned:
+    ok = (
+        isinstance(item, Returned)
+        and isinstance(item.node_path, str)
+        and isinstance(item.data, bytes)
+        and (item.folder is None or (type(item.folder) is int and item.folder >= 0))
+    )
+    if not ok:
+        raise ReturnedFileError(f"the node returned a malformed file entry ({type(item).__name__})")
+    return item  # type: ignore[return-value]
+
+
 def place_returned(files: list[Returned], dirs: list[str]) -> dict[str, str]:
-    """Write the node's result files here; returns node path -> local path."""
+    """Write the node's result files here; returns node path -> local path.
+
+    The node's `relative` path is not trusted: it must pass `returned_parts`, and the file lands
+    inside the request's folder (or the results cache), never through a symlink and never over
+    an existing file. ReturnedFileError when an entry fails; one whose path or fields are bad
+    is refused before any file is written."""
+    planned: list[tuple[Returned, tuple[str, ...]]] = []
+    for raw in files:
+        item = _check_item(raw)
+        planned.append((item, returned_parts(item.relative)))
     mapping: dict[str, str] = {}
-    for item in files:
+    for item, parts in planned:
         if item.folder is not None and item.folder < len(dirs):
-            target = free_path(Path(dirs[item.folder]) / item.relative)
+            target = free_path(_destination(Path(dirs[item.folder]), parts))
         else:
             folder = cache_root() / "results" / digest(item.data)
-            target = folder / Path(item.relative).name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not (target.is_file() and target.read_bytes() == item.data):
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(item.data)
-            os.replace(tmp, target)
+            folder.mkdir(parents=True, exist_ok=True)
+            target = _destination(folder, parts[-1:])
+            if target.is_file() and not target.is_symlink() and target.read_bytes() == item.data:
+                mapping[item.node_path] = str(target)
+                continue
+            target = free_path(target)
+        _write_new(target, item.data)
         mapping[item.node_path] = str(target)
     return mapping
 
 
+def _write_new(target: Path, data: bytes) -> None:
+    """Write `target` through a fresh temporary file beside it (created exclusively, never
+    through a link), then rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def free_path(path: Path) -> Path:
-    """`path`, or `stem_2.ext`, `stem_3.ext`, ... : a name nothing holds yet."""
-    if not path.exists():
+    """`path`, or `stem_2.ext`, `stem_3.ext`, ... : a name nothing holds yet (a dangling
+    symlink holds its name too)."""
+    if not os.path.lexists(path):
         return path
     n = 2
     while True:
         candidate = path.with_name(f"{path.stem}_{n}{path.suffix}")
-        if not candidate.exists():
+        if not os.path.lexists(candidate):
             return candidate
         n += 1
