@@ -191,9 +191,10 @@ def test_without_torch_for_the_workers_the_editor_says_torch_is_missing(tmp_path
     no_torch = tmp_path / "python-without-torch"
     no_torch.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')  # -S: no site-packages
     no_torch.chmod(0o755)
-    srv = RawServer(tmp_path)
+    # The server's own environment: a workspace cannot name the workers' Python.
+    srv = RawServer(tmp_path, env={"STITCH_PYTHON_FOR_WORKERS": str(no_torch)})
     try:
-        srv.initialize(tmp_path, {"pythonForWorkers": str(no_torch)})
+        srv.initialize(tmp_path)
         status = srv.wait_for(lambda m: m.get("method") == "stitch/status", timeout=60)
         assert "torch is missing" in status["params"]["message"]
         assert "no GPU" not in status["params"]["message"]
