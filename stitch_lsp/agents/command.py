@@ -113,7 +113,13 @@ def _generate(args: argparse.Namespace) -> int:
 def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from rich.markup import escape
 
-    from stitch_lsp.agents.output import free_name, with_header, write_new
+    from stitch_lsp.agents.output import (
+        HeaderError,
+        free_name,
+        header_line,
+        with_header,
+        write_new,
+    )
     from stitch_lsp.agents.reference_check import reference_problem
     from stitch_lsp.agents.runner import build_loop, coder_kind, trajectories_folder
     from stitch_lsp.analysis.files import display_path
@@ -146,6 +152,10 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         output_file(args.output)
     else:
         output_file(free_name(reference))
+    try:  # the output's first line names the reference: a name no header can carry is refused
+        header_line(reference, args.output or free_name(reference))
+    except HeaderError as exc:
+        raise UsageError(f"{exc}; nothing was generated") from None
     kind = coder_kind(settings)
     if kind == "llm" and not settings.llm_base_url:
         raise UsageError("--coder llm needs an endpoint: --base-url or STITCH_LLM_BASE_URL")

@@ -99,3 +99,16 @@ def test_a_space_in_the_reference_file_name_keeps_the_header(tmp_path: Path) -> 
     assert rest == "import torch\n"  # the Coder's broken header line was replaced
     assert is_header_line(first)
     assert _reference_seen_by_analysis(text) == "my problem.py"
+
+
+def test_generate_refuses_a_reference_name_no_header_can_carry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stitch_lsp.cli import main
+
+    ref = tmp_path / "p\nimport os.py"
+    ref.write_text("import torch\n")
+    code = main(["generate", str(ref), "--coder", "builtin", "--verify", "compile"])
+    assert code == 2
+    assert "control character U+000A" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == [ref.name]  # nothing was written
