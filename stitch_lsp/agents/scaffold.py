@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import keyword
 import re
 from pathlib import Path
 from typing import Any
 
+from stitch_lsp.agents.builtin.attr_path import comment_text
 from stitch_lsp.agents.partial import compose
 from stitch_lsp.models.agents import (
     ForwardScaffold,
@@ -58,6 +60,34 @@ def tensor_meta(value: Any) -> TensorMeta | None:
     return None
 
 
+# What torch.fx may paste into its code as a quoted getattr name: no quote, backslash or control.
+_QUOTABLE = re.compile(r"[^'\"\\\x00-\x1f\x7f]+")
+
+
+def _check_names(gm: Any) -> None:
+    """torch.fx writes submodule and attribute names into its code as they are (an identifier,
+    a keyword included) or between quotes it does not escape: a name it cannot write safely ends
+    the scaffold here, so no name of the reference ever runs as code in it."""
+    for node in gm.graph.nodes:
+        if node.op in ("call_module", "get_attr"):
+            parts = str(node.target).split(".")
+            bad = [
+                p
+                for p in parts
+                if keyword.iskeyword(p) or not (p.isidentifier() or _QUOTABLE.fullmatch(p))
+            ]
+        elif node.op == "call_method":
+            name = str(node.target)
+            bad = [] if name.isidentifier() and not keyword.iskeyword(name) else [name]
+        else:
+            continue
+        if bad:
+            raise ScaffoldError(
+                f"the name {comment_text(repr(bad[0]))} cannot be written into a scaffold "
+                "(a keyword, or a quote, backslash or control character in it)"
+            )
+
+
 def build(
     gm: Any,
     source: str,
@@ -69,6 +99,7 @@ def build(
     from stitch_lsp.agents.builtin.ir import Unsupported
     from stitch_lsp.agents.builtin.pysource import model_parts
 
+    _check_names(gm)
     code = gm.graph.python_code(root_module="self")
     tree = ast.parse(code.src)
     fn = next((s for s in tree.body if isinstance(s, ast.FunctionDef)), None)

@@ -174,3 +174,35 @@ def test_a_newline_in_the_reference_name_is_refused(
     assert cand.reason is not None and "control character U+000A" in cand.reason
     assert cand.source is None
     assert not (tmp_path / MARKER).exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        'x"), getattr(__import__("os"), "system")("touch stitch_injected"), getattr(self, "y',
+        "class",
+        "back\\slash",
+    ],
+)
+def test_the_step_by_step_scaffold_refuses_names_fx_would_paste(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    from stitch_lsp.agents.scaffold import ScaffoldError, build
+
+    monkeypatch.chdir(tmp_path)
+    inner = torch.nn.Module()
+    setattr(inner, name, torch.nn.Linear(4, 4))
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return getattr(self.inner, name)(x)
+
+    graph = torch.fx.Tracer().trace(Net())  # the graph alone: fx's own module would paste it
+    gm = type("Traced", (), {"graph": graph})()
+    with pytest.raises(ScaffoldError, match="cannot be written into a scaffold"):
+        build(gm, "", [], {}, {})
+    assert not (tmp_path / MARKER).exists()
