@@ -24,6 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
+# Imported with the server, not on the first results request: building their pydantic models
+# took 30 ms, on the event loop or holding the GIL from the scan's thread.
+from stitch_lsp.agents.hardware import default_target, spec_for
+from stitch_lsp.agents.output import HEADER_RE
+from stitch_lsp.agents.trajectory import SCHEMA
 from stitch_lsp.analysis.document import uri_to_path
 from stitch_lsp.analysis.files import (
     UnreadableFile,
@@ -199,8 +204,6 @@ def _trajectory_stat(entry: os.DirEntry[str], base: Path) -> os.stat_result:
 
 
 def _read_records(path: Path, folder: Path) -> list[dict[str, Any]]:
-    from stitch_lsp.agents.trajectory import SCHEMA
-
     data = read_regular(path, MAX_TRAJECTORY_FILE_BYTES, inside=[folder])
     out: list[dict[str, Any]] = []
     for line in data.splitlines():
@@ -260,8 +263,6 @@ def remember_profile(server: StitchServer, uri: str, text: str, run: ProfileRun)
 
 
 def _without_header(code: str) -> str:
-    from stitch_lsp.agents.output import HEADER_RE
-
     lines = code.strip().splitlines()
     if lines and HEADER_RE.match(lines[0]):
         lines = lines[1:]
@@ -441,8 +442,6 @@ def roofs_from(kernels: list[ProfileResult], gpu_name: str | None) -> Roofs:
                 source="ncu",
                 gpu=k.device,
             )
-    from stitch_lsp.agents.hardware import default_target, spec_for
-
     spec = spec_for(gpu_name) if gpu_name else default_target()
     return Roofs(
         peak_gflops=spec.fp32_tflops * 1000.0,
