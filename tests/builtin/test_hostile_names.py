@@ -206,3 +206,20 @@ def test_the_step_by_step_scaffold_refuses_names_fx_would_paste(
     with pytest.raises(ScaffoldError, match="cannot be written into a scaffold"):
         build(gm, "", [], {}, {})
     assert not (tmp_path / MARKER).exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["fx", "aten"])
+def test_hostile_names_run_and_match_the_reference_on_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    from .test_gpu_correctness import _check
+
+    monkeypatch.chdir(tmp_path)
+    if case == "fx":
+        source = reference(FX_NAMES, FX_BIAS, norm=True)  # training-mode norm: stats updated
+    else:
+        source = reference(ATEN_NAMES, ATEN_BIAS, norm=False)
+    _check(tmp_path, f"hostile_{case}", source)
+    assert not (tmp_path / MARKER).exists()
