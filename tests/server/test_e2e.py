@@ -175,12 +175,12 @@ async def test_invalid_settings_are_dropped_one_by_one(
     client: StitchClient, tmp_path: Path
 ) -> None:
     await initialize(
-        client, tmp_path, settings={"debounceMs": -5, "trials": 7}, configuration={"ncuPath": "x"}
+        client, tmp_path, settings={"debounceMs": -5, "trials": 7}, configuration={"llmModel": "x"}
     )
     info = await debug_info(client)
     assert info["settings"]["debounceMs"] == 250  # the default, the bad value was dropped
     assert info["settings"]["trials"] == 7
-    assert info["settings"]["ncuPath"] == "x"
+    assert info["settings"]["llmModel"] == "x"
     assert any("stitch.debounceMs" in m.message for m in client.messages)
 
 

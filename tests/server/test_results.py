@@ -111,7 +111,8 @@ async def test_results_hold_attempts_verify_kernels_and_roofline(
     await initialize(
         job_client,
         tmp_path,
-        settings={"debounceMs": 0, "pythonForWorkers": str(worker_python)},
+        settings={"debounceMs": 0},
+        user_settings={"pythonForWorkers": str(worker_python)},  # a workspace cannot name it
     )
     uri = await open_file(job_client, tmp_path / "ref_stitch.py", CANDIDATE)
 
