@@ -34,6 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "cannot set it)",
     )
     p.add_argument(
+        "--python-for-workers",
+        metavar="PYTHON",
+        help="the Python (with torch) the workers run (user-level, like "
+        "$STITCH_PYTHON_FOR_WORKERS: a workspace cannot set it)",
+    )
+    p.add_argument(
+        "--ncu-path",
+        metavar="NCU",
+        help="Nsight Compute's ncu (user-level, like $STITCH_NCU_PATH: a workspace cannot set it)",
+    )
+    p.add_argument(
         "--trust",
         action="store_true",
         help="trust a client that says nothing about workspace trust (like STITCH_TRUST=1); "
@@ -111,6 +122,8 @@ def _run(args: argparse.Namespace) -> int:
         ("llm_base_url", "STITCH_LLM_BASE_URL"),
         ("llm_api_key_env", "STITCH_LLM_API_KEY_ENV"),
         ("cluster", "STITCH_CLUSTER"),
+        ("python_for_workers", "STITCH_PYTHON_FOR_WORKERS"),
+        ("ncu_path", "STITCH_NCU_PATH"),
     ):
         if getattr(args, flag):
             os.environ[var] = getattr(args, flag)

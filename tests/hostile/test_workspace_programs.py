@@ -114,6 +114,25 @@ async def test_a_user_level_python_for_workers_is_the_one_probed(
 
 
 @pytest.mark.slow
+async def test_serve_python_for_workers_is_user_level(tmp_path: Path) -> None:
+    """`serve --python-for-workers` (the command line of whoever started the server) is the
+    one probed, and a workspace value does not replace it."""
+    from tests.server.lsp_client import SERVER_COMMAND, make_client
+
+    marker, hostile_marker = tmp_path / "ran", tmp_path / "hostile-ran"
+    python = str(_plant_python(tmp_path / "user", marker))
+    hostile = str(_plant_python(tmp_path / "ws", hostile_marker))
+    client = make_client()
+    await client.start_io(*SERVER_COMMAND, "--python-for-workers", python)
+    try:
+        await initialize(client, tmp_path, settings={"pythonForWorkers": hostile})
+        assert (await debug_info(client))["settings"]["pythonForWorkers"] == python
+    finally:
+        await client.shutdown_session()
+    assert marker.exists() and not hostile_marker.exists()
+
+
+@pytest.mark.slow
 async def test_an_untrusted_show_profile_never_imports_a_reader_beside_a_workspace_ncu(
     client: StitchClient, tmp_path: Path
 ) -> None:
