@@ -70,10 +70,12 @@ def align(report_text: str, local_text: str) -> tuple[list[tuple[int, int]], int
 
 
 def _read(path: Path) -> str | None:
+    """A candidate source's text; None for a FIFO, device or file over the cap (a report may
+    name any path, and a FIFO reports size 0 and then blocks its reader)."""
+    from stitch_lsp.analysis.files import read_text
+
     try:
-        if path.stat().st_size > _MAX_CANDIDATE_BYTES:
-            return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_text(path, _MAX_CANDIDATE_BYTES)
     except OSError:
         return None
 
