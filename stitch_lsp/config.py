@@ -42,7 +42,7 @@ USER_LEVEL_ONLY: tuple[str, ...] = (
 Ray cluster that receives the user's code, the Python the workers run (also probed at start-up),
 the ncu binary that is run (and beside which NVIDIA's report reader is imported), and the
 sandbox that confines candidate code. A project's own files would otherwise choose what runs."""
-NCU_SECTION_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$")
+NCU_SECTION_NAME = re.compile(r"[^\s\x00-\x1f\x7f\-][^\s\x00-\x1f\x7f]{0,127}")
 
 
 class SettingsError(ValueError):
@@ -124,10 +124,10 @@ class Settings(BaseModel):
     def _section_names(cls, value: list[str]) -> list[str]:
         # Each name follows `--section` on ncu's command line: never an option of its own.
         for name in value:
-            if not NCU_SECTION_NAME.match(name):
+            if not NCU_SECTION_NAME.fullmatch(name):
                 raise ValueError(
-                    f"{name!r} is not an Nsight Compute section name (letters, digits, _ . : -; "
-                    "not starting with -)"
+                    f"{name!r} is not an Nsight Compute section name (1-128 characters, no "
+                    "spaces or control characters, not starting with -)"
                 )
         return value
 

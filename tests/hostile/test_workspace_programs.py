@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
+from pydantic import ValidationError
 
-from stitch_lsp.config import USER_LEVEL_ONLY
+from stitch_lsp.config import USER_LEVEL_ONLY, Settings
 from stitch_lsp.server.scopes import apply_scopes
 from tests.server.lsp_client import SERVER, StitchClient, debug_info, initialize, wait_until
 
@@ -207,3 +208,17 @@ def test_the_report_reader_follows_only_an_absolute_ncu(tmp_path: Path) -> None:
     # The user's own absolute path is followed (the reader found there is imported).
     assert _reader_imports(tmp_path, str(ncu)) == str(ncu.parent / "extras/python/ncu_report.py")
     assert marker.read_text() == "imported"
+
+
+@pytest.mark.parametrize(
+    "name", ["--section-folder=/ws/sections", "-h", "a b", "x\n", "", "x\x00", "y" * 200]
+)
+def test_a_section_name_cannot_be_an_ncu_option(name: str) -> None:
+    """Each name follows `--section` on ncu's command line: a workspace's `ncuSections` must
+    not smuggle in an option (a section folder is Python that ncu runs)."""
+    with pytest.raises(ValidationError, match="not an Nsight Compute section name"):
+        Settings(ncu_sections=["SpeedOfLight", name])
+    assert (
+        Settings(ncu_sections=["SpeedOfLight", "regex:Memory.*"]).ncu_sections[1]
+        == "regex:Memory.*"
+    )
