@@ -225,7 +225,10 @@ def accept_one_client(listener: socket.socket, token: str) -> tuple[socket.socke
     listener, so no second client can connect."""
     try:
         while True:
-            conn, peer = listener.accept()
+            try:
+                conn, peer = listener.accept()
+            except (ConnectionAbortedError, InterruptedError):
+                continue  # the client gave up before it was accepted
             prefix = authenticate(conn, token)
             if prefix is not None:
                 conn.settimeout(None)
