@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from stitch_lsp.agents.builtin.attr_path import comment_text, display_path
 from stitch_lsp.agents.builtin.ir import Graph, Unsupported
 
 
@@ -98,8 +99,37 @@ def defaulted_args(model: torch.nn.Module, given: int) -> dict[str, Any]:
     }
 
 
+def _check_names(model: torch.nn.Module) -> None:
+    """A submodule, parameter or buffer name with a dot (setattr allows one) cannot be told from
+    a path, so the candidate could not find it: refused with the name, before any tracing."""
+    seen: set[int] = set()
+
+    def walk(mod: torch.nn.Module, where: str) -> None:
+        if id(mod) in seen:
+            return
+        seen.add(id(mod))
+        for kind, names in (("parameter", mod._parameters), ("buffer", mod._buffers)):
+            for name in names:
+                if "." in name or not name:
+                    raise Unsupported(
+                        f"the {kind} {comment_text(repr(name))} of {display_path(where)} has "
+                        "a dot in its name (or none), so no attribute path can name it"
+                    )
+        for name, child in mod._modules.items():
+            if "." in name or not name:
+                raise Unsupported(
+                    f"the submodule {comment_text(repr(name))} of {display_path(where)} has a "
+                    "dot in its name (or none), so no attribute path can name it"
+                )
+            if child is not None:
+                walk(child, f"{where}.{name}" if where else name)
+
+    walk(model, "")
+
+
 def capture(path: Path) -> Graph:
     model, inputs = build_on_meta(path)
+    _check_names(model)
     defaulted = defaulted_args(model, len(inputs))  # before the trace runs forward on it
     graph = _capture(path, model, inputs)
     graph.defaulted = defaulted
