@@ -2,9 +2,9 @@
 
 A submodule or tensor name is whatever the reference set: `block1-0`, `0`, `class`, a name with
 spaces or quotes, or any string given to setattr. Generated code therefore reaches tensors through
-a table of repr'd dotted paths (`tensor_at` below, copied into the candidate), and the display
-form made here appears only in comments, docstrings and messages, with every character that could
-end a comment or a string literal escaped.
+a table of repr'd dotted paths, resolved by `TENSOR_AT_SOURCE` (copied into the candidate); the
+display form made here appears only in comments, docstrings and messages, with every character
+that could end a comment or a string literal escaped.
 """
 
 from __future__ import annotations
