@@ -38,6 +38,8 @@ def summary(outcome: Outcome) -> str:
         return str((reply.get("result") or {}).get("message") or reply.get("error"))
     if "watched" in a:
         w = a["watched"]
+        if not w:
+            return "the server reports no watched-file figures"
         return f"{w['received']} received, {w['dropped']} dropped, {w['reanalysed']} re-analysed"
     if "symbols" in a:
         return f"{a['bytes']:,} bytes, {a['symbols']} outline entries sent"
