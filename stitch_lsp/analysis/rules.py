@@ -34,6 +34,10 @@ RULES: dict[str, Rule] = {
         Rule("binary-file", "The file holds binary data (NUL bytes, or mostly not UTF-8)."),
         Rule("parse-timeout", "Parsing the file ran past its time budget; checks were skipped."),
         Rule(
+            "too-many-findings",
+            "The file has more findings than the editor is sent; the most severe are shown.",
+        ),
+        Rule(
             "torch-op",
             "ModelNew computes with PyTorch operators (under any name, in Python or ATen from C++, "
             "or through torch.compile/torch.jit) instead of custom CUDA.",

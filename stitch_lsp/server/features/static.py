@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types as lsp
 
+from stitch_lsp.analysis.rules import rule
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.server.hover import hover_markdown
 
@@ -32,11 +33,13 @@ def static_diagnostics(doc: OpenDocument) -> list[Finding]:
     severity = {"error": 0, "warning": 1, "information": 2, "hint": 3}
     found.sort(key=lambda f: (severity.get(f.severity.value, 4), f.line, f.column))
     shown = sorted(found[:MAX_DIAGNOSTICS], key=lambda f: (f.line, f.column))
+    r = rule("too-many-findings")
     note = Finding(
         path=found[0].path,
         line=1,
         severity=Severity.information,
-        code="stitch.too-many-findings",
+        code=r.code,
+        url=r.url,
         message=f"{len(found)} findings in this file; the {MAX_DIAGNOSTICS} most severe are "
         "shown (run `stitch-lsp check` on it for all of them)",
     )
