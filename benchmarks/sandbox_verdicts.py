@@ -87,7 +87,7 @@ def main() -> int:
     print(f"\n{len(done)} verified in both modes; same verdict on {same}")
     for mode in ("bwrap", "none"):
         walls = [r[mode]["wall_s"] for r in done]
-        correct = sum(r[mode]["status"] == "correct" for r in done)
+        correct = sum(r[mode]["status"] == "passed" for r in done)
         sp = [r[mode]["speedup_vs_eager"] for r in done if r[mode]["speedup_vs_eager"]]
         gmean = statistics.geometric_mean(sp) if sp else float("nan")
         mean_wall = statistics.mean(walls) if walls else float("nan")
