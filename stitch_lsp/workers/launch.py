@@ -330,7 +330,10 @@ def _with_report_folder(request: BaseModel) -> BaseModel:
     """A request whose worker writes a report (`report_dir`) but names no folder gets a fresh one
     here, outside the worker's private folder: the report outlives the worker (and its sandbox,
     whose /tmp is its own)."""
-    if "report_dir" not in type(request).model_fields or getattr(request, "report_dir", 1):
+    if (
+        "report_dir" not in type(request).model_fields
+        or getattr(request, "report_dir", None) is not None
+    ):
         return request
     return request.model_copy(update={"report_dir": tempfile.mkdtemp(prefix="ncu-")})
 

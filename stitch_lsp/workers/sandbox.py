@@ -146,8 +146,8 @@ def confinement(
         return Confinement([], False, f"not sandboxed: {problem}")
     path = bwrap_path()
     assert path is not None
-    named = {**request, "_readable": [str(p) for p in readable]}
-    args = [path, *_base_args(), *_visible_args(python, named, cwd, env)]
+    visible = {**request, "_readable": [str(p) for p in readable]}
+    args = [path, *_base_args(), *_visible_args(python, visible, cwd, env)]
     named = [Path(v) for k, v in request.items() if k in DIR_KEYS and _absolute(v)]
     for folder in [scratch, *writable, *named, *cache_folders(env).values()]:
         folder.mkdir(parents=True, exist_ok=True)
