@@ -185,3 +185,21 @@ async def test_cancelling_the_progress_stops_the_run(client: StitchClient, tmp_p
         result = await asyncio.wait_for(run, 15)
     assert result["ok"] is False and result["state"] == "cancelled"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scale_relu.py"]
+
+
+async def test_a_reference_name_no_header_can_carry_is_refused_before_the_run(
+    client: StitchClient, tmp_path: Path
+) -> None:
+    """A newline in the file's name would end the generated file's header line: refused up
+    front, and nothing is written."""
+    ref = tmp_path / "bad\nname.py"
+    shutil.copy(DATA / "scale_relu.py", ref)
+    await initialize(client, tmp_path)
+    uri = await open_file(client, ref)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="stitch.generate", arguments=[uri])
+    )
+    assert not result["ok"]
+    assert "control character" in result["message"] and "nothing was generated" in result["message"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -137,6 +137,12 @@ async def run_generation(
     if reference is None:
         return fail(ls, problem or "no reference to work from")
     from stitch_lsp.agents.reference_check import reference_problem
+    from stitch_lsp.candidate_header import HeaderError, check_value
+
+    try:  # the generated file's header names it: refuse before the run, not after
+        check_value(str(reference))
+    except HeaderError as exc:
+        return fail(ls, f"{exc}; nothing was generated")
 
     try:
         problem = await asyncio.get_running_loop().run_in_executor(
@@ -277,7 +283,10 @@ async def _write_output(
 
     taken = {p.name for d in ls.documents.values() if (p := d.path) is not None}
     out = free_name(reference, taken, folder)
-    text = with_header(code, reference, out)
+    try:
+        text = with_header(code, reference, out)
+    except ValueError as exc:  # HeaderError: a name no header can carry
+        return None, str(exc)
     uri = out.as_uri()
     if _can_create_files(ls):
         edit = lsp.WorkspaceEdit(
