@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from stitch_lsp.gpus import inventory
-from stitch_lsp.workers.launch import run_probe
+from stitch_lsp.workers.probe import run_probe
 
 _HAS_TORCH = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
 

@@ -38,6 +38,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from stitch_lsp.workers import sandbox
+from stitch_lsp.workers.probe import run_probe
 
 LOG_TAIL_CHARS = 6000
 POLL_S = 0.1
@@ -196,30 +197,6 @@ def worker_command(python: str | None, module: str, args: list[str]) -> list[str
     safe_path = ["-P"] if supports_safe_path(exe) else []
     # -B: importing the user's file by path must not leave a __pycache__ beside it.
     return [exe, "-E", "-u", "-B", *safe_path, "-c", BOOTSTRAP, module, *args]
-
-
-def run_probe(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
-    """Run a short question to a workers' Python (its version, whether torch is there) and
-    return its exit code and stdout. It runs in its own session from a neutral folder, and on a
-    timeout its whole group is killed before TimeoutExpired is raised: a wrapper script that
-    leaves a child holding the output pipe would otherwise keep the caller waiting on it.
-    OSError when it cannot start."""
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=tempfile.gettempdir(),
-        start_new_session=True,
-        text=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _signal_group(proc, signal.SIGKILL)
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, "")
 
 
 @cache

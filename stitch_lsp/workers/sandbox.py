@@ -36,6 +36,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from stitch_lsp.workers.probe import run_probe
+
 SandboxMode = Literal["auto", "bwrap", "none"]
 BWRAP_ENV = "STITCH_BWRAP"
 """Path of the bwrap binary to use instead of the one on PATH."""
@@ -326,15 +328,7 @@ def python_paths(python: str) -> tuple[str, ...]:
         + "import json\nprint(json.dumps(interpreter_paths()))\n"
     )
     try:
-        proc = subprocess.run(
-            [python, "-E", "-c", script],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            cwd="/",
-            check=False,
-        )
+        proc = run_probe([python, "-E", "-c", script], PROBE_TIMEOUT_S)
         data = json.loads(proc.stdout or "[]")
     except (OSError, subprocess.TimeoutExpired, ValueError):
         data = []

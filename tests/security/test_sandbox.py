@@ -362,3 +362,29 @@ def test_load_cuda_refuses_run_before_nvcc(tmp_path: Path) -> None:
     with pytest.raises(CudaBuildError, match="--run"):
         build_cuda(src, name="runner", extra_flags=["--run"])
     assert not mark.exists()
+
+
+def test_a_hanging_interpreter_probe_leaves_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import-folder probe runs the user's chosen interpreter; a wrapper that hangs with a
+    child holding its output is killed whole at the timeout, and the answer falls back to the
+    interpreter's own folder."""
+    marker = tmp_path / f"probe-child-{uuid.uuid4().hex}"
+    python = tmp_path / "hanging-python"
+    python.write_text(f"#!/bin/sh\nsh -c 'sleep 300; :' {marker} &\nwait\n")
+    python.chmod(0o755)
+    monkeypatch.setattr(sandbox, "PROBE_TIMEOUT_S", 1.0)
+    sandbox.python_paths.cache_clear()
+    started = time.monotonic()
+    assert sandbox.python_paths(str(python)) == (str(tmp_path),)
+    assert time.monotonic() - started < 10
+    time.sleep(0.2)
+    left = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(marker).encode() in (entry / "cmdline").read_bytes():
+                left.append(entry.name)
+        except OSError:
+            continue
+    assert left == [], f"the probe's child is still running: {left}"

@@ -3,6 +3,8 @@
  * worker hangs shows its progress as a notification with a Cancel button (not in the status bar);
  * the jobs view receives the job; Cancel ends it and its worker's process group, and nothing is
  * written. Only `vscode` is fake; the worker Python is a shell script that never finishes.
+ * The worker may run in the sandbox's own pid namespace, so its processes are found on this side
+ * by a marker in their command lines, not by pids it reports.
  */
 
 import assert from "node:assert/strict";
@@ -16,30 +18,34 @@ import { FIXTURES, testPython } from "./session";
 
 const NOTIFICATION = 15; // vscode.ProgressLocation.Notification
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
+/** Live processes whose command line names `marker` (zombies are already gone). */
+function processesNaming(marker: string): number[] {
+  const found: number[] = [];
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      const state = fs.readFileSync(`/proc/${entry}/stat`, "utf8").split(") ").pop()?.[0];
+      if (cmdline.includes(marker) && state !== "Z") found.push(Number(entry));
+    } catch {
+      // it ended while we looked
+    }
   }
-  try {
-    return fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(" ")[2] !== "Z";
-  } catch {
-    return false;
-  }
+  return found;
 }
 
 describe("cancelling a job from VS Code", { timeout: 90_000, skip: process.platform === "win32" }, () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "stitch-cancel-"));
   const model = path.join(dir, "model.py");
   fs.copyFileSync(path.join(FIXTURES, "model.py"), model);
-  const pids = path.join(dir, "worker.pids");
   const slowPython = path.join(dir, "slow-python");
-  // It answers the worker launcher's version probe, then hangs as a worker.
+  const child = path.join(dir, "worker-child");
+  // It answers the launcher's probes (version, import folders, torch), then hangs as a worker
+  // with a child of its own.
   fs.writeFileSync(
     slowPython,
-    `#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; *find_spec*) exit 0;; esac\n` +
-      `echo $$ >> "${pids}"\nsleep 300 &\necho $! >> "${pids}"\nwait\n`,
+    `#!/bin/sh\ncase "$*" in *version_info*) echo True; exit 0;; *interpreter_paths*) echo '[]'; exit 0;;` +
+      ` *find_spec*) exit 0;; esac\nsh -c 'sleep 300; :' "${child}" &\nwait\n`,
   );
   fs.chmodSync(slowPython, 0o755);
   const text = fs.readFileSync(model, "utf8");
@@ -65,11 +71,7 @@ describe("cancelling a job from VS Code", { timeout: 90_000, skip: process.platf
     await loaded.extension.activate(context());
     await until("the server", () => /stitch-lsp ready/.test(String(fake.statusItem.tooltip)), fake);
     const run = fake.registered.get("stitch.generateFusedImplementation")!() as Promise<unknown>;
-    await until(
-      "the worker",
-      () => fs.existsSync(pids) && fs.readFileSync(pids, "utf8").trim().split("\n").length >= 2,
-      fake,
-    );
+    await until("the worker and its child", () => processesNaming(child).length > 0, fake);
     await until("the progress notification", () => fake.progress.length > 0, fake);
     const [shown] = fake.progress;
     assert.equal(shown.location, NOTIFICATION, "progress belongs in a notification, not the status bar");
@@ -80,8 +82,8 @@ describe("cancelling a job from VS Code", { timeout: 90_000, skip: process.platf
     shown.cancel();
     await run;
     await until("the job's end", () => shown.done, fake);
-    const [worker, child] = fs.readFileSync(pids, "utf8").trim().split("\n").map(Number);
-    await until("the worker group's end", () => !alive(worker) && !alive(child), fake);
+    // The worker, its child, and the sandbox around them all name the job's folder or script.
+    await until("the worker group's end", () => processesNaming(dir).length === 0, fake);
     const returned = fake.output.find((l) => l.includes("stitch.generate returned"));
     assert.ok(returned, fake.output.join("\n"));
     assert.match(returned, /"state":"cancelled"/);
