@@ -28,13 +28,15 @@ def run_probe(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         proc.communicate()
         raise
-    finally:
-        # A probe that answered may still have left a child in its group (a wrapper's
-        # background job); nothing of a probe outlives it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+    # A probe that answered may still have left a child in its group (a wrapper's background
+    # job); nothing of a probe outlives it.
+    _kill_group(proc.pid)
     return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

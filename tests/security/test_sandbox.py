@@ -380,11 +380,5 @@ def test_a_hanging_interpreter_probe_leaves_nothing_running(
     assert sandbox.python_paths(str(python)) == (str(tmp_path),)
     assert time.monotonic() - started < 10
     time.sleep(0.2)
-    left = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and str(marker).encode() in (entry / "cmdline").read_bytes():
-                left.append(entry.name)
-        except OSError:
-            continue
+    left = _worker_pids_of(str(marker))
     assert left == [], f"the probe's child is still running: {left}"
