@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from stitch_lsp.agents.builtin.generate import generate
-from stitch_lsp.verify.timing import L2Flusher
+from stitch_lsp.compiler.worker.generate import generate
+from stitch_lsp.verify.worker.timing import L2Flusher
 
 _NAME = re.compile(r'load_cuda\(CUDA_SOURCE, name="(\w+)",\s*libraries=\(([^)]*)\)\)')
 

@@ -40,8 +40,8 @@ def check_one(problem: Path) -> dict[str, Any]:
     import torch
     from builtin_speed import _import
 
-    from stitch_lsp.agents.builtin.capture import capture
-    from stitch_lsp.agents.builtin.generate import generate
+    from stitch_lsp.compiler.worker.capture import capture
+    from stitch_lsp.compiler.worker.generate import generate
     from tests.builtin.interp import run_graph
 
     torch.set_num_threads(1)

@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builtin_speed import _import, problem_files
 
-from stitch_lsp.agents.builtin.generate import generate
+from stitch_lsp.compiler.worker.generate import generate
 
 
 def kernels(fn: Any, args: list[Any], calls: int) -> dict[str, list[float]]:

@@ -32,8 +32,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builtin_speed import _import, prebuild, problem_files
 
-from stitch_lsp.agents.builtin.generate import generate
-from stitch_lsp.verify.timing import L2Flusher
+from stitch_lsp.compiler.worker.generate import generate
+from stitch_lsp.verify.worker.timing import L2Flusher
 
 
 def _flat(out: Any) -> list[Any]:

@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stitch_lsp.verify.precision import (
+from stitch_lsp.verify.worker.precision import (
     ORACLE_FACTOR,
     ORACLE_FLOOR,
     error_from,

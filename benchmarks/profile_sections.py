@@ -18,7 +18,7 @@ from stitch_lsp.config import DEFAULT_NCU_SECTIONS
 from stitch_lsp.models.profile import ProfileRequest
 from stitch_lsp.profile.findings import report_findings
 from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
-from stitch_lsp.profile.runner import run_profile
+from stitch_lsp.profile.worker.measure import run_profile
 
 DEFAULT = list(DEFAULT_NCU_SECTIONS)
 VARIANTS: dict[str, tuple[list[str], bool]] = {

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from stitch_lsp.agents.builtin import generate_candidates
+from stitch_lsp.compiler import generate_candidates
 from stitch_lsp.config import Settings
 from stitch_lsp.verify import verify
 from stitch_lsp.workers.sandbox import sandbox_problem

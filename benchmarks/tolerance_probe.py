@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from builtin_speed import _import  # this folder: run as a script
 
-from stitch_lsp.agents.builtin.generate import generate
+from stitch_lsp.compiler.worker.generate import generate
 
 TOL = 1e-4
 

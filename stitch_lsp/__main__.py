@@ -9,6 +9,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 
 sys.exit(main())

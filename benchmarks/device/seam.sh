@@ -21,7 +21,7 @@ for g in inv.gpus:
 print("problem", inv.problem)
 print("build_arch", build_arch())
 from stitch_lsp.workers.launch import worker_command
-print("worker argv", worker_command(None, "stitch_lsp.verify.worker", ["REQ", "RES"])[:5])
+print("worker argv", worker_command(None, "stitch_lsp.verify.worker.main", ["REQ", "RES"])[:5])
 EOF
 cat "$out/inventory.txt"
 nvidia-smi --query-gpu=index,uuid,name,compute_cap,memory.total --format=csv,noheader,nounits \

@@ -258,7 +258,7 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = [BenchRow(problem=f.stem, handled=False) for f in files]
     if coder == "builtin":
-        from stitch_lsp.agents.builtin import generate_candidates
+        from stitch_lsp.compiler import generate_candidates
 
         start = time.perf_counter()
         cands = generate_candidates(files, settings, candidate_dir=out_dir)
@@ -320,7 +320,7 @@ def _generate_llm(
     cancel: threading.Event | None,
 ) -> None:
     """The agent loop per problem; its best correct attempt becomes the candidate."""
-    from stitch_lsp.agents.runner import build_loop
+    from stitch_lsp.agents.loop_factory import build_loop
 
     if not settings.llm_base_url:
         for row in rows:

@@ -10,7 +10,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stitch_lsp.command_line import int_range
+from stitch_lsp.cli.contract import int_range
 
 if TYPE_CHECKING:
     from stitch_lsp.agents.bench import BenchReport, BenchRow
@@ -68,8 +68,8 @@ def _select(files: list[Path], only: str | None) -> list[Path]:
 
 def _run(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.bench import problem_files
-    from stitch_lsp.analysis.files import display_path
-    from stitch_lsp.command_line import UsageError, emit_json, load_settings, writable_folder
+    from stitch_lsp.cli.contract import UsageError, emit_json, load_settings, writable_folder
+    from stitch_lsp.files import display_path
     from stitch_lsp.verify import visible_gpus
 
     as_json = args.format == "json"
@@ -130,7 +130,7 @@ def _bench(
         summarise,
         write_outputs,
     )
-    from stitch_lsp.command_line import emit_json
+    from stitch_lsp.cli.contract import emit_json
 
     as_json = args.format == "json"
     out_dir = Path(args.out or Path(".stitch") / "bench" / args.coder)
@@ -233,7 +233,7 @@ def _progress(
 
 def _print_table(report: BenchReport, to_stderr: bool = False) -> None:
     from stitch_lsp.agents.bench import correct_word, markdown
-    from stitch_lsp.command_line import console
+    from stitch_lsp.cli.contract import console
 
     s = report.summary
     ge = f"{s.geomean_vs_eager:.3f}x" if s.geomean_vs_eager else "-"

@@ -1,7 +1,7 @@
 """The Coder: turns a plan and the Verifier's feedback into a candidate file.
 
 Two implementations share one interface: `LLMCoder` (any OpenAI-compatible endpoint) and
-`BuiltinCoder` (the deterministic generator of `stitch_lsp.agents.builtin`). Both record the
+`BuiltinCoder` (the deterministic generator of `stitch_lsp.compiler`). Both record the
 prompt they answer, so every attempt's trajectory is a chat transcript whatever wrote it.
 """
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from stitch_lsp.models.agents import Attempt, RunResult
 
-from stitch_lsp.command_line import add_format, int_range, positive_float
+from stitch_lsp.cli.contract import add_format, int_range, positive_float
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,17 +113,16 @@ def _generate(args: argparse.Namespace) -> int:
 def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     from rich.markup import escape
 
-    from stitch_lsp.agents.output import (
+    from stitch_lsp.agents.loop_factory import build_loop, coder_kind, trajectories_folder
+    from stitch_lsp.agents.reference_check import reference_problem
+    from stitch_lsp.candidate_files import (
         HeaderError,
         free_name,
         header_line,
         with_header,
         write_new,
     )
-    from stitch_lsp.agents.reference_check import reference_problem
-    from stitch_lsp.agents.runner import build_loop, coder_kind, trajectories_folder
-    from stitch_lsp.analysis.files import display_path
-    from stitch_lsp.command_line import (
+    from stitch_lsp.cli.contract import (
         UsageError,
         console,
         emit_json,
@@ -132,7 +131,8 @@ def _generate_in(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         output_file,
         writable_folder,
     )
-    from stitch_lsp.server.devices import discover_gpus, no_gpu_message
+    from stitch_lsp.files import display_path
+    from stitch_lsp.workers.devices import discover_gpus, no_gpu_message
 
     as_json = args.format == "json"
     screen = console(stderr=True, highlight=False)
@@ -326,8 +326,8 @@ def subtask_lines(result: RunResult) -> list[str]:
 def _export(args: argparse.Namespace) -> int:
     from stitch_lsp.agents.trajectory import iter_records, select
     from stitch_lsp.agents.trajectory_folders import trajectory_folders
-    from stitch_lsp.analysis.files import display_path
-    from stitch_lsp.command_line import UsageError, load_settings, output_file
+    from stitch_lsp.cli.contract import UsageError, load_settings, output_file
+    from stitch_lsp.files import display_path
 
     if args.dir is not None:
         if not args.dir.is_dir():

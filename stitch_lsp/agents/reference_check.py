@@ -16,7 +16,7 @@ def reference_problem(path: Path, settings: Settings | None = None) -> str | Non
     """Why `path` is not a KernelBench-format reference (Model, get_inputs, get_init_inputs),
     or None when it is one."""
     from stitch_lsp.analysis import Document, analyze
-    from stitch_lsp.analysis.files import display_path
+    from stitch_lsp.files import display_path
 
     shown = display_path(path)
     settings = settings or Settings()

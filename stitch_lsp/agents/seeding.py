@@ -27,7 +27,7 @@ def builtin_group_seeds(
     cancel: threading.Event | None = None,
 ) -> dict[str, partial.GroupSeed]:
     """The builtin generator's candidate per subtask group it handles."""
-    from stitch_lsp.agents.builtin import generate_candidates
+    from stitch_lsp.compiler import generate_candidates
 
     subs = [s for st in subtasks if (s := partial.subproblem(scaffold, st, reference))]
     if not subs:

@@ -160,7 +160,7 @@ def iter_records(
 
     Lines that are not UTF-8 or not JSON, and files that cannot be read (a FIFO named *.jsonl,
     no permission), are skipped; `skipped`, when given, collects a note for each."""
-    from stitch_lsp.analysis.files import display_path, open_regular
+    from stitch_lsp.files import display_path, open_regular
 
     notes = skipped if skipped is not None else []
     for path in sorted(folder.rglob("*.jsonl")):

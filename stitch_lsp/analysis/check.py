@@ -8,9 +8,9 @@ from pathlib import Path
 
 from stitch_lsp.analysis.analyzer import analyze
 from stitch_lsp.analysis.document import SUFFIX_LANGUAGE, Document
-from stitch_lsp.analysis.files import UnreadableFile, display_path
 from stitch_lsp.analysis.rules import rule
 from stitch_lsp.config import Settings
+from stitch_lsp.files import UnreadableFile, display_path
 from stitch_lsp.models.findings import CheckReport, Finding, Severity
 
 SOURCE_SUFFIXES = frozenset({".py", ".cu", ".cuh"})

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from stitch_lsp.command_line import add_format
+from stitch_lsp.cli.contract import add_format
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from stitch_lsp.analysis.check import check_paths, files_checked
-    from stitch_lsp.analysis.files import display_path
-    from stitch_lsp.command_line import emit_json, load_settings, report_error, why_unreadable
+    from stitch_lsp.cli.contract import emit_json, load_settings, report_error, why_unreadable
+    from stitch_lsp.files import display_path
     from stitch_lsp.models.findings import Severity
 
     as_json = args.format == "json"

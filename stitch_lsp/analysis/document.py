@@ -86,7 +86,7 @@ class Document:
     ) -> Document:
         """Read a regular file (at most `max_bytes`: see `files.read_regular`); bytes that are
         not UTF-8 become U+FFFD and `decode_error` says where."""
-        from stitch_lsp.analysis.files import DEFAULT_MAX_BYTES, read_regular
+        from stitch_lsp.files import DEFAULT_MAX_BYTES, read_regular
 
         path = Path(path)
         raw = normalize_newlines(read_regular(path, max_bytes or DEFAULT_MAX_BYTES))
@@ -172,7 +172,7 @@ class Document:
     def binary(self) -> str | None:
         """Why this text is not source code (NUL bytes, mostly non-UTF-8), or None."""
         if self._binary is None:
-            from stitch_lsp.analysis.files import binary_reason
+            from stitch_lsp.files import binary_reason
 
             self._binary = (binary_reason(self.data, self._text),)
         return self._binary[0]

@@ -16,11 +16,11 @@ from pathlib import Path
 from tree_sitter import Node
 
 from stitch_lsp.analysis import grammars, python_facts
-from stitch_lsp.analysis.files import binary_reason, read_regular
 from stitch_lsp.analysis.names import Resolver
 from stitch_lsp.analysis.python_facts import PyFacts
 from stitch_lsp.analysis.syntax import text
 from stitch_lsp.analysis.torch_ops import classify_resolved, op_family
+from stitch_lsp.files import binary_reason, read_regular
 
 _HALF = re.compile(r"float16|\.half\(\)|\btorch\.half\b|\bHalfTensor\b")
 _BF16 = re.compile(r"bfloat16|BFloat16Tensor")

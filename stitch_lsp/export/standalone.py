@@ -24,7 +24,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stitch_lsp.agents.output import HEADER_RE
+from stitch_lsp.candidate_files import HEADER_RE
 
 PACKAGE = "stitch_lsp"
 RUNTIME = "stitch_lsp.runtime"

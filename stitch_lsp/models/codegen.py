@@ -1,6 +1,6 @@
 """Records the builtin coder exchanges across the process boundary (server <-> torch worker).
 
-The server never imports torch, so generation runs in `python -m stitch_lsp.agents.builtin.worker`;
+The server never imports torch, so generation runs in `python -m stitch_lsp.compiler.worker.main`;
 these models are its request and response, written as JSON files.
 """
 

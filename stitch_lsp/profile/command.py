@@ -16,14 +16,14 @@ if TYPE_CHECKING:
     from stitch_lsp.models.profile import KernelSummary, ProfileRequest, ProfileRun
     from stitch_lsp.profile.pipeline import MappedReport
 
-from stitch_lsp.analysis.files import display_path
-from stitch_lsp.command_line import (
+from stitch_lsp.cli.contract import (
     UsageError,
     add_format,
     input_file,
     int_range,
     positive_float,
 )
+from stitch_lsp.files import display_path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +72,7 @@ def _parse_maps(items: list[str]) -> dict[str, str]:
 
 
 def _emit(mapped: MappedReport, as_json: bool, extra: dict[str, Any] | None = None) -> int:
-    from stitch_lsp.command_line import emit_json
+    from stitch_lsp.cli.contract import emit_json
     from stitch_lsp.models.findings import CheckReport, Severity
 
     summaries = [k.summary for k in mapped.kernels]
@@ -132,7 +132,7 @@ def _print_table(summaries: list[KernelSummary]) -> None:
     try:
         from rich.table import Table
 
-        from stitch_lsp.command_line import console
+        from stitch_lsp.cli.contract import console
     except ImportError:  # a bare GPU box may lack rich; plain columns say the same
         widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_COLUMNS)]
         for r in [list(_COLUMNS), *rows]:
@@ -147,9 +147,9 @@ def _print_table(summaries: list[KernelSummary]) -> None:
 
 
 def _run_hints(args: argparse.Namespace) -> int:
-    from stitch_lsp.command_line import report_error
+    from stitch_lsp.cli.contract import report_error
     from stitch_lsp.profile.pipeline import map_report, source_mapper
-    from stitch_lsp.profile.report import ReportError, load_report
+    from stitch_lsp.profile.worker.report import ReportError, load_report
 
     as_json = args.format == "json"
     input_file(Path(args.report), "report")
@@ -164,7 +164,7 @@ def _run_hints(args: argparse.Namespace) -> int:
 
 
 def _run_profile(args: argparse.Namespace) -> int:
-    from stitch_lsp.command_line import emit_json, load_settings
+    from stitch_lsp.cli.contract import emit_json, load_settings
     from stitch_lsp.models.profile import ProfileRequest
     from stitch_lsp.profile.pipeline import map_report, source_mapper
 

@@ -72,7 +72,7 @@ def align(report_text: str, local_text: str) -> tuple[list[tuple[int, int]], int
 def _read(path: Path) -> str | None:
     """A candidate source's text; None for a FIFO, device or file over the cap (a report may
     name any path, and a FIFO reports size 0 and then blocks its reader)."""
-    from stitch_lsp.analysis.files import read_text
+    from stitch_lsp.files import read_text
 
     try:
         return read_text(path, _MAX_CANDIDATE_BYTES)

@@ -527,7 +527,7 @@ class StitchServer(LanguageServer):
         if self._fixed_devices is not None:
             self.jobs.set_devices(self._fixed_devices)
             return
-        from stitch_lsp.server.devices import discover_gpus, torch_missing
+        from stitch_lsp.workers.devices import discover_gpus, torch_missing
 
         loop = asyncio.get_running_loop()
         address = self.settings.cluster

@@ -102,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="stitch-lsp %(levelname)s %(name)s: %(message)s",
     )
-    from stitch_lsp.command_line import UsageError
+    from stitch_lsp.cli.contract import UsageError
     from stitch_lsp.server.app import TRUST_ENV, create_server
     from stitch_lsp.server.tcp import TcpSetupError, choose_token, listen
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from stitch_lsp.server.devices import no_gpu_message
+from stitch_lsp.workers.devices import no_gpu_message
 from stitch_lsp.workers.launch import (
     ResT,
     WorkerCall,

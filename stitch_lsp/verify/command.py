@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from stitch_lsp.command_line import UsageError, add_format, int_range, positive_float
+from stitch_lsp.cli.contract import UsageError, add_format, int_range, positive_float
 
 # What each file must be, said when another kind of file is given (a .cu, a notebook...).
 _WANTS = {
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def python_file(path: Path, what: str) -> Path:
     """`path` when it is a Python file; else a UsageError saying what it must be. The worker
     imports both files, so a .cu file would only fail there, with a traceback."""
-    from stitch_lsp.analysis.files import display_path
+    from stitch_lsp.files import display_path
 
     if path.suffix != ".py":
         kind = f"a {path.suffix} file" if path.suffix else "not a .py file"
@@ -54,7 +54,7 @@ def python_file(path: Path, what: str) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from stitch_lsp.command_line import emit_json, input_file, load_settings
+    from stitch_lsp.cli.contract import emit_json, input_file, load_settings
     from stitch_lsp.verify import verify
     from stitch_lsp.verify.progress_lines import ProgressLines
     from stitch_lsp.verify.report import render

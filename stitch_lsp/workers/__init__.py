@@ -13,8 +13,8 @@ imported by accident); the bootstrap loads this very copy of `stitch_lsp` by pat
 absolute `PYTHONPATH` entries of the server's own environment, and calls `<module>.main(argv)`.
 
 Where each module runs:
-- worker side only (may import torch, ncu_report or the user's code): the modules named in
-  `WORKER_MODULES` and everything under the packages in `WORKER_PACKAGES`;
+- worker side only (may import torch, ncu_report or the user's code): every module under a
+  `worker/` package named in `WORKER_PACKAGES`;
 - everything else under `stitch_lsp` is server side and must import without torch
   (tests/server/test_no_torch.py imports all of it in a fresh interpreter to prove it).
 """
@@ -22,42 +22,25 @@ Where each module runs:
 from __future__ import annotations
 
 WORKER_ENTRY_POINTS: dict[str, str] = {
-    "verify": "stitch_lsp.verify.worker",
-    "profile": "stitch_lsp.profile.worker",
-    "profile-target": "stitch_lsp.profile.target",
-    "planner": "stitch_lsp.agents.planner_worker",
-    "builtin": "stitch_lsp.agents.builtin.worker",
+    "verify": "stitch_lsp.verify.worker.main",
+    "profile": "stitch_lsp.profile.worker.main",
+    "profile-target": "stitch_lsp.profile.worker.target",
+    "planner": "stitch_lsp.agents.worker.main",
+    "builtin": "stitch_lsp.compiler.worker.main",
 }
 """Worker kind -> the module the launcher runs (each defines `main(argv) -> int`)."""
 
-WORKER_MODULES: frozenset[str] = frozenset(
-    {
-        *WORKER_ENTRY_POINTS.values(),
-        "stitch_lsp.verify.gpu",
-        "stitch_lsp.verify.correctness",
-        "stitch_lsp.verify.exploits",
-        "stitch_lsp.verify.timing",
-        "stitch_lsp.verify.loading",
-        "stitch_lsp.verify.activity",
-        "stitch_lsp.verify.precision",
-        "stitch_lsp.profile.report",
-        "stitch_lsp.agents.builtin.capture",
-        "stitch_lsp.agents.builtin.capture_aten",
-        "stitch_lsp.agents.builtin.capture_fx",
-        "stitch_lsp.agents.builtin.capture_leaves",
-        "stitch_lsp.agents.builtin.spelling",
-        "stitch_lsp.agents.builtin.recurrent_capture",
-        "stitch_lsp.agents.builtin.generate",
-    }
+WORKER_PACKAGES: tuple[str, ...] = (
+    "stitch_lsp.verify.worker",
+    "stitch_lsp.profile.worker",
+    "stitch_lsp.agents.worker",
+    "stitch_lsp.compiler.worker",
 )
-"""Modules imported only inside workers: torch, ncu_report or a candidate's code live there."""
-
-WORKER_PACKAGES: tuple[str, ...] = ()
-"""Packages whose every module runs in workers only (none yet)."""
+"""The worker side, as packages: a module may import torch, ncu_report or a candidate's code
+only if it lives in one of these `worker/` folders. Every worker kind's entry point is the
+`main` module of one of them."""
 
 
 def runs_in_worker(module: str) -> bool:
     """Whether `module` belongs to the worker side of the seam."""
-    return module in WORKER_MODULES or any(
-        module == p or module.startswith(p + ".") for p in WORKER_PACKAGES
-    )
+    return any(module == p or module.startswith(p + ".") for p in WORKER_PACKAGES)

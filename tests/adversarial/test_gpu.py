@@ -1,7 +1,7 @@
 """The adversarial suite on a GPU: the Verifier passes every honest candidate and stops every
 candidate that only execution can expose.
 
-Honest and `dynamic` candidates go through `stitch_lsp.verify.runner.verify` as a user's would
+Honest and `dynamic` candidates go through `stitch_lsp.verify.client.verify` as a user's would
 (static checks first, then the worker). `both` candidates are also flagged statically, and an
 error there would end the run before anything executes, so they go to the worker directly: the
 point is that the Verifier stops them on its own as well. Workers run a few at a time on one
@@ -21,7 +21,7 @@ import pytest
 
 from stitch_lsp.config import Settings
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
-from stitch_lsp.verify.runner import run_worker, verify
+from stitch_lsp.verify.client import run_worker, verify
 
 from .conftest import Case, select
 

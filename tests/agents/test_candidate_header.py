@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.output import with_header
 from stitch_lsp.analysis import Document, analyze
+from stitch_lsp.candidate_files import with_header
 from stitch_lsp.candidate_header import (
     HeaderError,
     find_reference,
@@ -104,7 +104,7 @@ def test_a_space_in_the_reference_file_name_keeps_the_header(tmp_path: Path) -> 
 def test_generate_refuses_a_reference_name_no_header_can_carry(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from stitch_lsp.cli import main
+    from stitch_lsp.cli.main import main
 
     ref = tmp_path / "p\nimport os.py"
     ref.write_text("import torch\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 from stitch_lsp.runtime.fastcuda import find_nvcc
 from tests.agents.fake_openai import FakeOpenAI
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.agents.planner import analyze_reference
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 from stitch_lsp.config import Settings
 from tests.agents.fake_openai import FakeOpenAI
 

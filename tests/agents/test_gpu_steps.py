@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 from tests.agents.fake_openai import FakeOpenAI
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

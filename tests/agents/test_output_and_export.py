@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.output import free_name, header_line, with_header, write_new
 from stitch_lsp.agents.trajectory import SCHEMA
-from stitch_lsp.cli import main
+from stitch_lsp.candidate_files import free_name, header_line, with_header, write_new
+from stitch_lsp.cli.main import main
 
 
 def test_free_names_never_collide(tmp_path):

@@ -14,7 +14,7 @@ import pytest
 from stitch_lsp.agents import partial
 from stitch_lsp.agents.planner import analyze_reference, plan_from_analysis
 from stitch_lsp.agents.subtasks import plan_subtasks
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 from stitch_lsp.config import Settings
 from tests.agents.fake_openai import FakeOpenAI
 

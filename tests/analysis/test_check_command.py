@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.analysis import Document, analyze, check_paths
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 from stitch_lsp.config import Settings
 
 from .conftest import DATA, REPO

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.analysis import Document, analyze
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 from stitch_lsp.config import Settings
 
 from .conftest import codes, run

@@ -17,7 +17,7 @@ def write_problem(folder: Path, name: str, source: str) -> Path:
 
 
 def generate_for(path: Path) -> BuiltinCandidate:
-    from stitch_lsp.agents.builtin.generate import generate
+    from stitch_lsp.compiler.worker.generate import generate
 
     return generate(path, path.name)
 

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from stitch_lsp.agents.builtin.catalog import EW
-from stitch_lsp.agents.builtin.ir import Const, Graph, Node, Use
-from stitch_lsp.agents.builtin.layout import strides_of
+from stitch_lsp.compiler.catalog import EW
+from stitch_lsp.compiler.ir import Const, Graph, Node, Use
+from stitch_lsp.compiler.layout import strides_of
 
 
 def _model_value(model: torch.nn.Module, path: str) -> torch.Tensor:

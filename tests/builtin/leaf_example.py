@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from stitch_lsp.agents.builtin.ir import Const, Use
+from stitch_lsp.compiler.ir import Const, Use
 
 CALLS: list[dict[str, Any]] = []
 

@@ -60,7 +60,7 @@ def test_bench_without_gpu_generates_and_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("torch")
-    from stitch_lsp.cli import main
+    from stitch_lsp.cli.main import main
 
     probs = tmp_path / "problems"
     probs.mkdir()

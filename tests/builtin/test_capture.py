@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 
 def _same(ref_path: Path, name: str) -> None:
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     from .interp import run_graph
 
@@ -40,7 +40,7 @@ def test_capture_is_faithful(tmp_path: Path, name: str) -> None:
 
 
 def test_input_shapes_come_from_get_inputs(tmp_path: Path) -> None:
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     graph = capture(write_problem(tmp_path, "p", PROBLEMS["linear_odd_tail"]))
     (x,) = [leaf for leaf in graph.leaves.values() if leaf.kind == "input"]

@@ -19,7 +19,7 @@ def _outputs(value: Any) -> list[Any]:
 
 
 def same_as_reference(path: Path, name: str) -> None:
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     from .interp import run_graph
 
@@ -93,7 +93,7 @@ def test_aten_path_names_lines(tmp_path: Path) -> None:
 def test_average_pool_moves_before_a_pointwise_convolution(tmp_path: Path) -> None:
     """As torch.compile does for DenseNet's transition: the 1x1 convolution runs on the pooled
     pixels. A 3x3 convolution, or a pool with padding, keeps its order."""
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     def order(name: str, source: str) -> list[str]:
         g = capture(write_problem(tmp_path, name, source))

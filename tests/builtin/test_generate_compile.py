@@ -39,9 +39,9 @@ COMPILE_SET = [
 
 
 def _cuda_for(path: Path) -> str:
-    from stitch_lsp.agents.builtin.capture import capture
-    from stitch_lsp.agents.builtin.codegen import Codegen
-    from stitch_lsp.agents.builtin.partition import partition
+    from stitch_lsp.compiler.codegen import Codegen
+    from stitch_lsp.compiler.partition import partition
+    from stitch_lsp.compiler.worker.capture import capture
 
     graph = capture(path)
     # cuBLAS headers may be missing on a CPU-only toolkit; the fused kernels are what we check.
@@ -111,7 +111,7 @@ def test_kernels_compile_with_nvcc(problem_dir: Path) -> None:
 
 def test_level2_coverage(kernelbench_dir: Path, tmp_path: Path) -> None:
     """The builtin coder handles every KernelBench level 2 problem in the dev set."""
-    from stitch_lsp.agents.builtin.generate import generate
+    from stitch_lsp.compiler.worker.generate import generate
 
     files = sorted((kernelbench_dir / "level2").glob("*.py"))
     handled = []
@@ -128,7 +128,7 @@ def test_level2_coverage(kernelbench_dir: Path, tmp_path: Path) -> None:
 
 def test_generate_candidate_runs_the_worker(tmp_path: Path) -> None:
     """The torch-free API: a subprocess does the work; the header is relative to the output."""
-    from stitch_lsp.agents.builtin import generate_candidate
+    from stitch_lsp.compiler import generate_candidate
     from stitch_lsp.config import Settings
 
     ref = write_problem(tmp_path, "ref", PROBLEMS["linear_relu_vec"])
@@ -142,7 +142,7 @@ def test_generate_candidate_runs_the_worker(tmp_path: Path) -> None:
 
 
 def test_generate_candidate_reports_failures(tmp_path: Path) -> None:
-    from stitch_lsp.agents.builtin import generate_candidate
+    from stitch_lsp.compiler import generate_candidate
     from stitch_lsp.config import Settings
 
     missing = generate_candidate(tmp_path / "nope.py", Settings())

@@ -136,7 +136,7 @@ def test_dotted_expression_name_is_refused_without_running(
 
 
 def test_display_and_comment_text_cannot_end_a_comment_or_string() -> None:
-    from stitch_lsp.agents.builtin.attr_path import comment_text, display_path
+    from stitch_lsp.compiler.attr_path import comment_text, display_path
 
     assert display_path("net.0.block1-0.weight") == "self.net[0]['block1-0'].weight"
     assert display_path("layers.0.class") == "self.layers[0]['class']"
@@ -187,7 +187,7 @@ def test_a_newline_in_the_reference_name_is_refused(
 def test_the_step_by_step_scaffold_refuses_names_fx_would_paste(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    from stitch_lsp.agents.scaffold import ScaffoldError, build
+    from stitch_lsp.agents.worker.scaffold import ScaffoldError, build
 
     monkeypatch.chdir(tmp_path)
     inner = torch.nn.Module()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.builtin import catalog
+from stitch_lsp.compiler import catalog
 
 from . import leaf_example
 from .helpers import import_path, write_problem
@@ -55,7 +55,7 @@ def scale_shift_rule(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("body", [FX_BODY, ATEN_BODY], ids=["fx", "aten"])
 def test_leaf_module_is_one_call(tmp_path: Path, body: str, scale_shift_rule: None) -> None:
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     from .interp import run_graph
 
@@ -81,7 +81,7 @@ def test_leaf_module_is_one_call(tmp_path: Path, body: str, scale_shift_rule: No
 
 
 def test_without_rule_the_module_is_traced_into(tmp_path: Path) -> None:
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     leaf_example.CALLS.clear()
     graph = capture(

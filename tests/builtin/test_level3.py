@@ -22,9 +22,9 @@ LEVEL3_HANDLED = 22
 def _cuda(path: Path) -> str:
     """The candidate's CUDA; without cuBLAS headers (a CPU-only toolkit) the GEMM launchers are
     left out, and the generated kernels are what is checked."""
-    from stitch_lsp.agents.builtin.capture import capture
-    from stitch_lsp.agents.builtin.codegen import Codegen
-    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues, partition
+    from stitch_lsp.compiler.codegen import Codegen
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues, partition
+    from stitch_lsp.compiler.worker.capture import capture
 
     graph = capture(path)
     groups = fold_gemm_epilogues(graph, partition(graph))
@@ -42,7 +42,7 @@ def _compile_all(sources: dict[str, str]) -> None:
 
 
 def test_level3_coverage_and_compile(kernelbench_dir: Path) -> None:
-    from stitch_lsp.agents.builtin.generate import generate
+    from stitch_lsp.compiler.worker.generate import generate
 
     files = sorted((kernelbench_dir / "level3").glob("*.py"))
     handled: dict[str, str] = {}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stitch_lsp.agents.builtin.codegen import bcast_offset
-from stitch_lsp.agents.builtin.ir import Const, Graph, Unsupported, Use
-from stitch_lsp.agents.builtin.partition import layout_of, partition
+from stitch_lsp.compiler.codegen import bcast_offset
+from stitch_lsp.compiler.ir import Const, Graph, Unsupported, Use
+from stitch_lsp.compiler.partition import layout_of, partition
 
 
 def _linear_graph() -> tuple[Graph, Use]:
@@ -143,7 +143,7 @@ def _linear_bias_graph(tail: list[str]) -> tuple[Graph, list[int]]:
 
 
 def test_bias_and_relu_fold_into_the_gemm_epilogue() -> None:
-    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues
 
     g, vids = _linear_bias_graph(["relu"])
     groups = fold_gemm_epilogues(g, partition(g))
@@ -154,7 +154,7 @@ def test_bias_and_relu_fold_into_the_gemm_epilogue() -> None:
 
 
 def test_bias_folds_and_the_rest_stays_fused() -> None:
-    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues
 
     g, _ = _linear_bias_graph(["gelu", "tanh"])
     groups = fold_gemm_epilogues(g, partition(g))
@@ -164,7 +164,7 @@ def test_bias_folds_and_the_rest_stays_fused() -> None:
 
 
 def test_no_fold_when_the_gemm_output_is_used_twice() -> None:
-    from stitch_lsp.agents.builtin.partition import fold_gemm_epilogues
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues
 
     g, y = _linear_graph()
     b = g.add_leaf("param", "self.fc.bias", (32,))

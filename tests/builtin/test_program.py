@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from stitch_lsp.agents.builtin.memplan import ALIGN, Buffer, plan
+from stitch_lsp.compiler.memplan import ALIGN, Buffer, plan
 from stitch_lsp.runtime.graph import ENV_SWITCH, GraphRunner, graph_pays
 
 # ---------------------------------------------------------------------------- buffer plan
@@ -335,9 +335,9 @@ def get_init_inputs():
 def _bn_cumulative_cuda(tmp_path: Path) -> str:
     """BN_PROBLEM with the second norm's momentum=None (cumulative average). Shape propagation on
     the meta device cannot run such a module (it reads the batch count), so the IR is patched."""
-    from stitch_lsp.agents.builtin.capture import capture
-    from stitch_lsp.agents.builtin.codegen import Codegen
-    from stitch_lsp.agents.builtin.partition import partition
+    from stitch_lsp.compiler.codegen import Codegen
+    from stitch_lsp.compiler.partition import partition
+    from stitch_lsp.compiler.worker.capture import capture
     from tests.builtin.helpers import write_problem
 
     graph = capture(write_problem(tmp_path, "bn_cumulative", BN_PROBLEM))

@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 
 
 def _capture(tmp_path: Path, case: RnnCase):  # type: ignore[no-untyped-def]
-    from stitch_lsp.agents.builtin.capture import capture
+    from stitch_lsp.compiler.worker.capture import capture
 
     return capture(write_problem(tmp_path, case.name, case.source()))
 

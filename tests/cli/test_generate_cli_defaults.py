@@ -16,7 +16,7 @@ import pytest
 from stitch_lsp.agents.bench import BenchReport, BenchRow, summarise
 from stitch_lsp.agents.bench_command import _print_table
 from stitch_lsp.agents.trajectory_folders import trajectory_folders
-from stitch_lsp.command_line import PLAIN_WIDTH, console
+from stitch_lsp.cli.contract import PLAIN_WIDTH, console
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "layernorm_gelu.py"

@@ -139,7 +139,7 @@ def test_verify_is_never_silent_during_a_long_build(
     pytest.importorskip("torch")
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not on PATH: the candidate's build needs it")
-    from stitch_lsp.cli import main
+    from stitch_lsp.cli.main import main
 
     monkeypatch.setattr(progress_lines, "HEARTBEAT_S", 0.5)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

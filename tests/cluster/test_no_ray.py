@@ -19,7 +19,7 @@ from stitch_lsp.workers import runs_in_worker
 for info in pkgutil.walk_packages(stitch_lsp.__path__, "stitch_lsp."):
     if not runs_in_worker(info.name) and info.name != "stitch_lsp.__main__":
         importlib.import_module(info.name)
-from stitch_lsp.cli import build_parser
+from stitch_lsp.cli.main import build_parser
 from stitch_lsp.server.app import create_server
 build_parser()
 create_server()
@@ -43,7 +43,7 @@ def test_importing_every_server_module_and_building_the_server_imports_no_ray() 
 
 RUN_LOCAL = """
 import sys
-from stitch_lsp.cli import main
+from stitch_lsp.cli.main import main
 rc = main(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m == "ray" or m.startswith("ray."))
 print("rc", rc, "ray modules:", loaded)

@@ -206,7 +206,7 @@ def test_read_only_folders_are_refused_before_the_run(workspace: Path, tmp_path:
 
 def test_read_only_outputs_are_refused_whoever_runs(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The same check as the skipped test above, for root too: os.access says read-only."""
-    from stitch_lsp.command_line import UsageError, output_file, writable_folder
+    from stitch_lsp.cli.contract import UsageError, output_file, writable_folder
 
     monkeypatch.setattr(os, "access", lambda *_a, **_k: False)
     with pytest.raises(UsageError, match="read-only"):

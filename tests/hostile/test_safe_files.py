@@ -12,7 +12,7 @@ import pytest
 
 from stitch_lsp.agents.trajectory import TrajectoryWriter
 from stitch_lsp.analysis.document import Document
-from stitch_lsp.analysis.files import UnreadableFile, human_size, read_regular, unreadable_reason
+from stitch_lsp.files import UnreadableFile, human_size, read_regular, unreadable_reason
 from stitch_lsp.server.features.results import MAX_SCAN_ENTRIES, scan_trajectories
 from stitch_lsp.server.scopes import OutsideWorkspace, generated_file_folder, output_folder
 from stitch_lsp.server.watched_files import ignored

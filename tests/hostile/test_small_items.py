@@ -17,8 +17,8 @@ from rich.console import Console
 
 from stitch_lsp.agents.command import _attempt_line
 from stitch_lsp.agents.loop import GenerationLoop, LoopOptions
-from stitch_lsp.agents.output import free_name, with_header, write_new
 from stitch_lsp.analysis import Document, analyze
+from stitch_lsp.candidate_files import free_name, with_header, write_new
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import Attempt, CoderStage, Verdict
 from stitch_lsp.profile.mapping import workspace_candidates
@@ -134,7 +134,7 @@ def test_verify_prints_its_stages_as_they_happen(tmp_path: Path) -> None:
 def test_the_phase_watch_reports_each_phase_once(tmp_path: Path) -> None:
     """The launcher reads the worker's saved result when it changes; the Verifier tells each
     new phase once, in words."""
-    from stitch_lsp.verify.runner import _phase_reporter
+    from stitch_lsp.verify.client import _phase_reporter
     from stitch_lsp.workers.launch import _PartialWatch
 
     heard: list[str] = []

@@ -173,7 +173,7 @@ def _reader_imports(cwd: Path, ncu_path: str, path_env: str | None = None) -> st
     """Run `ncu_report_module(ncu_path)` in a fresh interpreter in `cwd`, as on a host without
     the ncu-report wheel: the file it imported, or `refused: ...`."""
     code = _HIDE_WHEEL + (
-        "from stitch_lsp.profile.report import ReportError, ncu_report_module\n"
+        "from stitch_lsp.profile.worker.report import ReportError, ncu_report_module\n"
         "try:\n"
         "    print(ncu_report_module(sys.argv[1]).__file__)\n"
         "except ReportError as exc:\n"

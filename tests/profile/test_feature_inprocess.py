@@ -7,7 +7,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import Document
-from stitch_lsp.profile.report import load_report
+from stitch_lsp.profile.worker.report import load_report
 from stitch_lsp.server.app import create_server
 from stitch_lsp.server.documents import OpenDocument
 from stitch_lsp.server.features.common import VerifiedSpeedups

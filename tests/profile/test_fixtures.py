@@ -10,7 +10,7 @@ from stitch_lsp.models.findings import Severity
 from stitch_lsp.models.profile import Bottleneck
 from stitch_lsp.profile.findings import place_kernel, report_findings
 from stitch_lsp.profile.mapping import SourceMapper, workspace_candidates
-from stitch_lsp.profile.report import load_report
+from stitch_lsp.profile.worker.report import load_report
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "ncu"

@@ -9,7 +9,7 @@ import pytest
 
 from stitch_lsp.config import Settings
 from stitch_lsp.models.profile import ProfileRequest
-from stitch_lsp.profile.runner import find_ncu, run_profile
+from stitch_lsp.profile.worker.measure import find_ncu, run_profile
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from stitch_lsp.profile.findings import (
     severity_for,
 )
 from stitch_lsp.profile.mapping import SourceMapper, align, python_string_offset
-from stitch_lsp.profile.report import ReportError, classify, load_report
 from stitch_lsp.profile.summary import hover_markdown, lens_title, summarize, top_hints
+from stitch_lsp.profile.worker.report import ReportError, classify, load_report
 
 REPO = Path(__file__).resolve().parents[2]
 CUDA = """

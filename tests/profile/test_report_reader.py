@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.profile import report
+from stitch_lsp.profile.worker import report
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_the_copy_beside_ncu_is_used(no_wheel: Path, monkeypatch: pytest.MonkeyP
     ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
     (no_wheel / "bin").mkdir()
     os.symlink(ncu, no_wheel / "bin" / "ncu")
-    import stitch_lsp.profile.runner  # noqa: F401  (before the wheel's folder goes)
+    import stitch_lsp.profile.worker.measure  # noqa: F401  (before the wheel's folder goes)
 
     monkeypatch.delitem(sys.modules, "ncu_report")
     monkeypatch.setattr(sys, "path", [p for p in sys.path if "site-packages" not in p])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stitch_lsp.models.profile import ProfileErrorKind, ProfileRequest
-from stitch_lsp.profile.runner import (
+from stitch_lsp.profile.worker.measure import (
     NCU_PERMISSION_HELP,
     classify_failure,
     kernel_filter,
@@ -173,7 +173,7 @@ def test_target_says_when_torch_sees_no_gpu(tmp_path: Path) -> None:
     model = tmp_path / "m.py"
     model.write_text("class ModelNew: pass\ndef get_inputs(): return []\n")
     out = subprocess.run(
-        [sys.executable, "-m", "stitch_lsp.profile.target", str(model)],
+        [sys.executable, "-m", "stitch_lsp.profile.worker.target", str(model)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -23,8 +23,8 @@ import pytest
 
 from stitch_lsp.models.verify import VerifyRequest, VerifyStatus
 from stitch_lsp.runtime.nvcc_flags import FlagRefused, checked_flags
+from stitch_lsp.verify.client import run_worker
 from stitch_lsp.verify.report import render
-from stitch_lsp.verify.runner import run_worker
 from stitch_lsp.workers import sandbox
 from stitch_lsp.workers.launch import OWNER_FILE, WORK_PREFIX, remove_stale_folders
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stitch_lsp.agents.builtin import generate_candidate
 from stitch_lsp.agents.verifier import profile_candidate, with_reference_inputs
+from stitch_lsp.compiler import generate_candidate
 from stitch_lsp.config import Settings
 from stitch_lsp.verify import verify
 from stitch_lsp.workers.sandbox import sandbox_problem

@@ -15,8 +15,8 @@ import pytest
 
 from stitch_lsp.config import Settings
 from stitch_lsp.models.verify import VerifyRequest
+from stitch_lsp.verify.client import run_worker
 from stitch_lsp.verify.literals import NotLiteral, literal_value, module_literals
-from stitch_lsp.verify.runner import run_worker
 
 pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 

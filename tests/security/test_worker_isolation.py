@@ -69,7 +69,7 @@ def _marks(marks: Path) -> list[str]:
 
 
 def test_the_worker_command_line_is_isolated() -> None:
-    argv = worker_command(None, "stitch_lsp.verify.worker", ["a", "b"])
+    argv = worker_command(None, "stitch_lsp.verify.worker.main", ["a", "b"])
     assert argv[1:4] == ["-E", "-u", "-B"]
     if sys.version_info >= (3, 11):
         assert "-P" in argv
@@ -123,7 +123,7 @@ def test_planner_worker(hostile: tuple[Path, Path]) -> None:
 
 
 def test_builtin_generator(hostile: tuple[Path, Path]) -> None:
-    from stitch_lsp.agents.builtin import generate_candidate
+    from stitch_lsp.compiler import generate_candidate
 
     ws, marks = hostile
     cand = generate_candidate(ws / "ref_bias_relu.py", Settings())

@@ -9,7 +9,7 @@ import pytest
 
 from stitch_lsp import gpus
 from stitch_lsp.gpus import build_arch, inventory
-from stitch_lsp.server.devices import discover_gpus, no_gpu_message, torch_missing
+from stitch_lsp.workers.devices import discover_gpus, no_gpu_message, torch_missing
 
 QUERY = (
     "0, GPU-aaaa, NVIDIA H200, 9.0, 143771\n"

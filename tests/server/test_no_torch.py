@@ -1,8 +1,8 @@
 """The seam: every server-side module imports without torch (or ncu_report, which is native).
 
-Worker-side modules are the ones `stitch_lsp.workers` names; every other module under
-stitch_lsp is imported here in a fresh interpreter, and the server is built with all its
-feature modules.
+Worker-side modules are those under a `worker/` package (`stitch_lsp.workers.WORKER_PACKAGES`);
+every other module under stitch_lsp is imported here in a fresh interpreter, and the server is
+built with all its feature modules.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import stitch_lsp
 from stitch_lsp.server.app import FEATURE_MODULES
-from stitch_lsp.workers import WORKER_ENTRY_POINTS, runs_in_worker
+from stitch_lsp.workers import WORKER_ENTRY_POINTS, WORKER_PACKAGES, runs_in_worker
 
 pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 
@@ -58,4 +59,16 @@ def test_every_server_side_module_imports_without_torch() -> None:
 
 def test_worker_entry_points_are_worker_side() -> None:
     assert all(runs_in_worker(m) for m in WORKER_ENTRY_POINTS.values())
-    assert not runs_in_worker("stitch_lsp.verify.runner")
+    assert not runs_in_worker("stitch_lsp.verify.client")
+
+
+def test_the_worker_side_is_exactly_the_worker_folders() -> None:
+    """The rule is about packages: every `worker/` folder is worker side, nothing else is."""
+    root = Path(stitch_lsp.__file__).parent
+    folders = sorted(
+        "stitch_lsp." + ".".join(p.parent.relative_to(root).parts)
+        for p in root.rglob("worker/__init__.py")
+    )
+    assert folders == sorted(WORKER_PACKAGES)
+    for module in (m.name for m in pkgutil.walk_packages(stitch_lsp.__path__, "stitch_lsp.")):
+        assert runs_in_worker(module) == (".worker." in module + "."), module

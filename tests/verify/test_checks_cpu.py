@@ -12,8 +12,8 @@ from stitch_lsp.verify.source_map import SourceMap, definition_line
 
 torch = pytest.importorskip("torch")
 
-from stitch_lsp.verify import exploits  # noqa: E402
-from stitch_lsp.verify.correctness import compare, flatten, same_values, tolerance  # noqa: E402
+from stitch_lsp.verify.worker import exploits  # noqa: E402
+from stitch_lsp.verify.worker.correctness import compare, flatten, same_values, tolerance  # noqa: E402
 
 
 def test_compare_locates_first_mismatch_and_unwritten() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
-from stitch_lsp.verify.runner import run_worker
+from stitch_lsp.verify.client import run_worker
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -205,7 +205,7 @@ def test_load_inline_candidate_passes(results: dict[str, Any]) -> None:
     assert res.status is VerifyStatus.passed, (res.message, res.log_tail[-2000:])
     assert res.build and res.build.kind == "load_inline" and res.build.seconds > 0
     from stitch_lsp.runtime import detect_arch
-    from stitch_lsp.verify.loading import torch_arch_list
+    from stitch_lsp.verify.worker.loading import torch_arch_list
 
     assert "-lineinfo" in res.build.command
     assert res.build.arch == torch_arch_list(detect_arch())  # e.g. 9.0a on an H100/H200
@@ -243,7 +243,7 @@ def test_host_clock_stream_check_in_process() -> None:
     """The fallback used when no device activity can be recorded."""
     import torch
 
-    from stitch_lsp.verify.exploits import check_stream
+    from stitch_lsp.verify.worker.exploits import check_stream
 
     a = torch.randn(4096, 4096, device="cuda")
     side = torch.cuda.Stream()
@@ -265,7 +265,7 @@ def test_host_clock_stream_check_in_process() -> None:
 def test_output_reuse_and_pointer_cache_in_process() -> None:
     import torch
 
-    from stitch_lsp.verify.exploits import check_reuse_and_caching
+    from stitch_lsp.verify.worker.exploits import check_reuse_and_caching
 
     ref = torch.nn.ReLU()
     buf: dict[str, torch.Tensor] = {}
@@ -292,7 +292,7 @@ def test_output_reuse_and_pointer_cache_in_process() -> None:
 def test_poison_marks_unwritten_memory() -> None:
     import torch
 
-    from stitch_lsp.verify.correctness import poison_allocator
+    from stitch_lsp.verify.worker.correctness import poison_allocator
 
     n = 1 << 20
     poison_allocator(torch.device("cuda"), [n * 4])
@@ -303,8 +303,8 @@ def test_poison_marks_unwritten_memory() -> None:
 def test_roofline_floor_of_eager_relu_is_not_beaten() -> None:
     import torch
 
-    from stitch_lsp.verify.exploits import peak_flops, roofline_floor_ms
-    from stitch_lsp.verify.timing import L2Flusher, copy_bandwidth, stats, time_cuda
+    from stitch_lsp.verify.worker.exploits import peak_flops, roofline_floor_ms
+    from stitch_lsp.verify.worker.timing import L2Flusher, copy_bandwidth, stats, time_cuda
 
     dev = torch.device("cuda")
     x = torch.randn(8192, 8192, device=dev)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
-from stitch_lsp.verify.runner import run_worker
+from stitch_lsp.verify.client import run_worker
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -129,7 +129,7 @@ def test_timeline_is_present_and_plausible(results) -> None:
 def test_graph_replay_gives_fresh_results_for_fresh_inputs() -> None:
     import torch
 
-    from stitch_lsp.verify.timing import GraphReplay
+    from stitch_lsp.verify.worker.timing import GraphReplay
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
@@ -152,9 +152,9 @@ def test_graph_replay_gives_fresh_results_for_fresh_inputs() -> None:
 def test_activity_records_split_by_forward_and_see_side_streams() -> None:
     import torch
 
-    from stitch_lsp.verify.activity import record
-    from stitch_lsp.verify.exploits import check_side_stream
     from stitch_lsp.verify.timeline import summarise
+    from stitch_lsp.verify.worker.activity import record
+    from stitch_lsp.verify.worker.exploits import check_side_stream
 
     a = torch.randn(4096, 4096, device="cuda")
     side = torch.cuda.Stream()
@@ -187,8 +187,8 @@ def test_activity_records_split_by_forward_and_see_side_streams() -> None:
 def test_floor_bandwidth_is_an_upper_bound() -> None:
     import torch
 
-    from stitch_lsp.verify.exploits import peak_bandwidth
-    from stitch_lsp.verify.timing import copy_bandwidth
+    from stitch_lsp.verify.worker.exploits import peak_bandwidth
+    from stitch_lsp.verify.worker.timing import copy_bandwidth
 
     dev = torch.device("cuda")
     bw, source = peak_bandwidth(dev, lambda: copy_bandwidth(dev))

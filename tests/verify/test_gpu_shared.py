@@ -111,7 +111,7 @@ def test_tf32_is_a_precision_exploit_on_a_busy_gpu(results: dict[str, Any]) -> N
 
 
 def test_the_floor_does_not_come_from_a_busy_measurement(results: dict[str, Any]) -> None:
-    from stitch_lsp.verify.exploits import BANDWIDTH
+    from stitch_lsp.verify.worker.exploits import BANDWIDTH
 
     res: VerifyResult = results["good"]
     assert res.timing and res.timing.floor_source, res.timing

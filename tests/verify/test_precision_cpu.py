@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from stitch_lsp.models.verify import PrecisionReport, PrecisionTrial  # noqa: E402
-from stitch_lsp.verify import exploits, precision  # noqa: E402
-from stitch_lsp.verify.correctness import compare  # noqa: E402
+from stitch_lsp.verify.worker import exploits, precision  # noqa: E402
+from stitch_lsp.verify.worker.correctness import compare  # noqa: E402
 
 
 def round_tf32(x: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ import pytest
 from stitch_lsp.config import Settings
 from stitch_lsp.models.verify import VerifyRequest, VerifyResult, VerifyStatus
 from stitch_lsp.verify import verify
-from stitch_lsp.verify.runner import run_worker
+from stitch_lsp.verify.client import run_worker
 
 pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from stitch_lsp.models.verify import Timeline
-from stitch_lsp.verify.exploits import check_side_stream
 from stitch_lsp.verify.timeline import (
     Activity,
     RecordingError,
@@ -16,6 +15,7 @@ from stitch_lsp.verify.timeline import (
     split_calls,
     summarise,
 )
+from stitch_lsp.verify.worker.exploits import check_side_stream
 
 US = 1_000  # ns
 MAIN, SIDE = 7, 13

@@ -64,7 +64,7 @@ async def read_disk_text(ls: StitchServer, path: Path, max_bytes: int | None = N
     file after its links are followed, at most `max_bytes` (default: stitch.maxFileBytes).
     Raises OSError (UnreadableFile for a FIFO, a device, a file too large) with a clear
     message: see `files.unreadable_reason`."""
-    from stitch_lsp.analysis.files import read_text
+    from stitch_lsp.files import read_text
 
     cap = ls.settings.max_file_bytes if max_bytes is None else max_bytes
     return await asyncio.to_thread(read_text, path, cap)
@@ -90,7 +90,7 @@ class DiskTexts:
     def get(self, path: Path, max_bytes: int) -> str | None:
         import os
 
-        from stitch_lsp.analysis.files import read_text
+        from stitch_lsp.files import read_text
 
         try:
             st = os.stat(path)

@@ -46,13 +46,13 @@ def register(server: StitchServer) -> None:
 
 
 async def export_standalone_copy(ls: StitchServer, uri: str) -> dict[str, Any]:
-    from stitch_lsp.agents.output import free_name
+    from stitch_lsp.candidate_files import free_name
     from stitch_lsp.export.standalone import ExportError, export_standalone
 
     path = uri_to_path(uri)
     if path is None or path.suffix != ".py":
         return _fail(ls, "export works on a .py file")
-    from stitch_lsp.analysis.files import unreadable_reason
+    from stitch_lsp.files import unreadable_reason
     from stitch_lsp.server.features.common import read_disk_text
 
     doc = ls.documents.get(uri)
@@ -91,7 +91,7 @@ async def create_new_file(
 ) -> tuple[str | None, str]:
     """Create `path` with `text` through the editor (never overwriting), or on disk with
     O_EXCL when the client cannot create files. (uri, '') or (None, why)."""
-    from stitch_lsp.agents.output import write_new
+    from stitch_lsp.candidate_files import write_new
 
     uri = path.as_uri()
     caps = ls.client_capabilities

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
-from stitch_lsp.analysis.files import unreadable_reason
 from stitch_lsp.analysis.model import Analysis, ModuleInfo, range_contains
+from stitch_lsp.files import unreadable_reason
 from stitch_lsp.models.commands import (
     AttemptSummary,
     CommandResult,
@@ -179,7 +179,7 @@ async def run_generation(
         def blocking() -> RunResult:
             # Imported here, in the job's thread: the agents pull in openai, whose import took
             # 1.8 s and, on the event loop, was its longest block.
-            from stitch_lsp.agents.runner import build_loop
+            from stitch_lsp.agents.loop_factory import build_loop
 
             gl = build_loop(reference, settings, compile_only=compile_only, root=root,
                             reference_label=label, cancel=ctx.cancel_event, progress=progress,
@@ -279,7 +279,7 @@ async def _write_output(
     ls: StitchServer, reference: Path, code: str, folder: Path
 ) -> tuple[str | None, str]:
     """Create a free-named file in `folder`; (uri, '') or (None, why)."""
-    from stitch_lsp.agents.output import free_name, with_header, write_new
+    from stitch_lsp.candidate_files import free_name, with_header, write_new
 
     taken = {p.name for d in ls.documents.values() if (p := d.path) is not None}
     out = free_name(reference, taken, folder)

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
-from stitch_lsp.analysis.files import unreadable_reason
 from stitch_lsp.analysis.model import KernelInfo, LaunchInfo, ModuleInfo
+from stitch_lsp.files import unreadable_reason
 from stitch_lsp.models.commands import (
     CommandResult,
     ProfileArgs,

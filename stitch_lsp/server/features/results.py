@@ -27,10 +27,10 @@ from lsprotocol import types as lsp
 # Imported with the server, not on the first results request: building their pydantic models
 # took 30 ms, on the event loop or holding the GIL from the scan's thread.
 from stitch_lsp.agents.hardware import default_target, spec_for
-from stitch_lsp.agents.output import HEADER_RE
 from stitch_lsp.agents.trajectory import SCHEMA
 from stitch_lsp.analysis.document import uri_to_path
-from stitch_lsp.analysis.files import (
+from stitch_lsp.candidate_files import HEADER_RE
+from stitch_lsp.files import (
     UnreadableFile,
     display_path,
     human_size,

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.document import uri_to_path
-from stitch_lsp.analysis.files import unreadable_reason
 from stitch_lsp.analysis.model import Analysis, range_contains
+from stitch_lsp.files import unreadable_reason
 from stitch_lsp.models.commands import CommandResult, VerifyCommandResult
 from stitch_lsp.models.findings import Finding, Severity
 from stitch_lsp.models.verify import VerifyResult, VerifyStatus

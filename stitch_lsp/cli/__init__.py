@@ -1,0 +1,1 @@
+"""The `stitch-lsp` command line: `main` dispatches subcommands, `contract` is what they share."""

@@ -1,0 +1,1155 @@
+"""Turn partitioned groups into CUDA kernels, C launchers and the ModelNew forward that calls them.
+
+Each fusion group becomes one kernel:
+  pointwise: grid-stride over the flat index, two float4 iterations in flight per thread when
+    sizes and pointers allow; max/avg pooling windows gather inside the same loop;
+  row/chan reductions: one block per kept row (or channel), warp shuffles + shared memory;
+  tile reductions: TX (32..128) threads along the contiguous kept dim, TY along the reduced dim.
+When there are too few rows (or column blocks) to fill the GPU, the reduced dim is split over
+several blocks that leave partial states in a workspace, and one launch per pass combines them.
+Shapes are compile-time constants (the candidate is specialised to the problem it was made for,
+and ModelNew checks its input shapes at run time). GEMMs call cuBLAS / cuBLASLt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stitch_lsp.compiler.catalog import EW
+from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
+from stitch_lsp.compiler.layout import blas_operand, index_expr
+from stitch_lsp.compiler.partition import Group, reads
+from stitch_lsp.compiler.recurrent import outputs_needed, rnn_launcher, rnn_preamble
+from stitch_lsp.compiler.templates import (
+    CUBLAS_PREAMBLE,
+    CUBLASLT_PREAMBLE,
+    PREAMBLE,
+    STATE_TYPES,
+    ew_expr,
+    float_literal,
+)
+
+INT32_LIMIT = 2**31 - 1
+# Static launch choices assume an H100/H200-class GPU; grids are still sized at run time.
+ASSUMED_SMS = 132
+SPLIT_MIN_ELEMS = 16384  # a row is split over blocks only in pieces at least this long
+STATE_BYTES = {"SumS": 4, "MaxS": 4, "MinS": 4, "MomS": 12, "SmxS": 8, "ArgMaxS": 8, "ArgMinS": 8}
+
+
+def bcast_offset(index: str, consumer: Shape, operand: Shape) -> tuple[str, bool]:
+    """C expression for an operand's element offset, given the consumer's flat index.
+
+    Returns (expr, identity). Dims where the operand is broadcast contribute nothing; runs of
+    neighbouring dims are merged so a bias over channels costs one div and one mod.
+    """
+    op = tuple(operand)
+    while len(op) > len(consumer) and op[0] == 1:
+        op = op[1:]
+    if len(op) > len(consumer):
+        raise Unsupported(f"operand shape {operand} does not broadcast to {consumer}")
+    op = (1,) * (len(consumer) - len(op)) + op
+    runs: list[list[int]] = []  # [size, used]
+    for c, o in zip(consumer, op, strict=True):
+        if o not in (1, c):
+            raise Unsupported(f"operand shape {operand} does not broadcast to {consumer}")
+        if c == 1:
+            continue
+        used = int(o == c)
+        if runs and runs[-1][1] == used:
+            runs[-1][0] *= c
+        else:
+            runs.append([c, used])
+    if not any(u for _, u in runs):
+        return "0", False
+    if all(u for _, u in runs):
+        return index, True
+    terms = []
+    stride_c = 1
+    stride_o = 1
+    for i in range(len(runs) - 1, -1, -1):
+        size, used = runs[i]
+        if used:
+            t = index if stride_c == 1 else f"({index} / {stride_c})"
+            if i != 0:
+                t = f"({t} % {size})"
+            if stride_o != 1:
+                t = f"{t} * {stride_o}"
+            terms.append(t)
+            stride_o *= size
+        stride_c *= size
+    return " + ".join(reversed(terms)), False
+
+
+@dataclass
+class Arg:
+    name: str
+    vid: int
+    ctype: str
+    role: str  # in | inout | out | ws
+    nbytes: int = 0  # workspace size (role ws)
+
+
+@dataclass
+class GroupKernel:
+    group: Group
+    name: str
+    args: list[Arg]
+    source: str
+    comment: str
+
+
+@dataclass
+class _Scope:
+    """One place code is emitted: a loop body (full space) or a row/column scope (reduced)."""
+
+    space: str
+    index: str
+    lines: list[str] = field(default_factory=list)
+    memo: dict[object, str] = field(default_factory=dict)
+    lane: bool = False
+    vec_loads: dict[str, str] = field(default_factory=dict)
+    sfx: str = ""  # names the float4 registers when two vector iterations share a body
+
+
+class _GroupGen:
+    def __init__(self, graph: Graph, group: Group, arg_of: dict[int, Arg]) -> None:
+        self.graph = graph
+        self.g = group
+        self.arg_of = arg_of  # external vid -> pointer arg
+        self.nodes = {n.vid: n for n in group.nodes}
+        self.red_scope: _Scope | None = None
+        self.tmp = 0
+        biggest = max(
+            [
+                group.full_numel,
+                *(numel(u.shape) for n in group.nodes for u in n.uses),
+                *(numel(graph.shape_of(u.vid)) for n in group.nodes for u in n.uses),
+            ]
+        )
+        self.idx_t = "long long" if biggest > INT32_LIMIT else "int"
+        self.arg_index: dict[str, str] = {}  # arg-reduction state -> index along the reduced dim
+
+    # -- expression emission ---------------------------------------------------------------------
+    def value(self, vid: int, scope: _Scope) -> str:
+        node = self.nodes[vid]
+        space = self.g.space[vid]
+        if space == "red" and scope.space == "full":
+            assert self.red_scope is not None
+            return self.value(vid, self.red_scope)
+        if vid in scope.memo:
+            return scope.memo[vid]
+        if node.kind == "reduce":
+            raise Unsupported(f"internal: reduction %{vid} used before its pass")
+        if node.kind == "pool":
+            return self.pool(node, scope)
+        if node.kind == "gather":
+            return self.gather(node, scope)
+        args = [self.operand(a, node.shape, scope) for a in node.args]
+        name = f"v{vid}" if vid >= 0 else f"vp{-vid}"
+        coords = _coords(scope.index, node.shape) if EW[node.fn].index else None
+        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params, coords)};")
+        scope.memo[vid] = name
+        return name
+
+    def pool(self, node: Node, scope: _Scope) -> str:
+        """Max/avg pooling window of the output element at the flat index (NC + spatial)."""
+        x = node.args[0]
+        assert isinstance(x, Use)
+        arg = self.arg_of[x.vid]
+        out, inp = node.shape, x.shape
+        nd = len(out) - 2
+        k = node.params["kernel"]
+        st = node.params["stride"]
+        pad = node.params["padding"]
+        dil = node.params["dilation"]
+        is_max = node.fn == "max_pool"
+        name = f"v{node.vid}"
+        i = scope.index
+        lines = [f"float {name} = {'-INFINITY' if is_max else '0.f'};", "{"]
+        stride = 1
+        coords = []
+        for d in range(len(out) - 1, 1, -1):
+            coords.append(f"  const idx_t o{d} = ({i} / {stride}) % {out[d]};")
+            stride *= out[d]
+        lines += list(reversed(coords))
+        lines.append(f"  const idx_t nc = {i} / {stride};")
+        base = "nc"
+        loops = []
+        for d in range(nd):
+            ax = d + 2
+            kd, sd, pd, dd = k[d], st[d], pad[d], dil[d]  # type: ignore[index]
+            loops += [
+                f"  for (int w{ax} = 0; w{ax} < {kd}; ++w{ax}) {{",
+                f"    const idx_t i{ax} = o{ax} * {sd} - {pd} + w{ax} * {dd};",
+                f"    if (i{ax} < 0 || i{ax} >= {inp[ax]}) continue;",
+            ]
+            base = f"({base} * {inp[ax]} + i{ax})"
+        load = f"__ldg({arg.name} + {base})"
+        body = f"{name} = fmaxf({name}, {load});" if is_max else f"{name} += {load};"
+        lines += loops + ["    " + body] + ["  }"] * nd
+        lines.append("}")
+        if not is_max:
+            count = 1
+            for d in range(nd):
+                count *= k[d]  # type: ignore[index]
+            lines.append(f"{name} *= {float_literal(1.0 / count)};")
+        scope.lines += lines
+        scope.memo[node.vid] = name
+        return name
+
+    def operand(self, a: Use | Const, consumer: Shape, scope: _Scope) -> str:
+        if isinstance(a, Const):
+            return float_literal(a.value)
+        if a.vid in self.nodes:
+            return self.value(a.vid, scope)
+        if a.vid in self.graph.recomputed:
+            return self.inline(a, consumer, scope)
+        arg = self.arg_of[a.vid]
+        if a.strided or a.trans or not arg.ctype.startswith("const float"):
+            return self.load_strided(a, consumer, scope)
+        offset, identity = bcast_offset(scope.index, consumer, a.shape)
+        key = (arg.name, offset)
+        if key in scope.memo:
+            return scope.memo[key]
+        if identity and scope.lane:
+            if arg.name not in scope.vec_loads:
+                scope.vec_loads[arg.name] = f"q_{arg.name}{scope.sfx}"
+            expr = f"reinterpret_cast<const float*>(&q_{arg.name}{scope.sfx})[l]"
+        else:
+            expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
+        name = f"x{len(scope.memo)}_{arg.name}"
+        scope.lines.append(f"const float {name} = {expr};")
+        scope.memo[key] = name
+        return name
+
+    # -- strided reads, recomputed values, gathers ---------------------------------------------
+    def load_strided(self, a: Use, consumer: Shape, scope: _Scope) -> str:
+        """A stored value read through its use's strides (permute, slice, expand), or a bool."""
+        arg = self.arg_of[a.vid]
+        offset, _ = index_expr(scope.index, consumer, a)
+        key = (arg.name, offset)
+        if key in scope.memo:
+            return scope.memo[key]
+        if arg.ctype.startswith("const bool"):
+            expr = f"({arg.name}[{offset}] ? 1.f : 0.f)"
+        elif arg.ctype.startswith("const long long"):
+            expr = f"(float){arg.name}[{offset}]"
+        else:
+            expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
+        name = f"x{len(scope.memo)}_{arg.name}"
+        scope.lines.append(f"const float {name} = {expr};")
+        scope.memo[key] = name
+        return name
+
+    def inline(self, a: Use, consumer: Shape, scope: _Scope) -> str:
+        """A recomputed value (a mask, a filled tensor) evaluated at the element `a` reads."""
+        if a.strided or a.trans:
+            at, _ = index_expr(scope.index, consumer, a)
+        else:
+            at, _ = bcast_offset(scope.index, consumer, a.shape)
+        key = ("inline", a.vid, at)
+        if key in scope.memo:
+            return scope.memo[key]
+        node = self.graph.node(a.vid)
+        assert node is not None
+        self.tmp += 1
+        mine = self.tmp
+        idx = f"i{mine}"
+        scope.lines.append(f"const idx_t {idx} = {at};")
+        sub = _Scope(scope.space, idx, lines=scope.lines, memo=scope.memo)
+        args = [self.operand(x, node.shape, sub) for x in node.args]
+        coords = _coords(idx, node.shape) if EW[node.fn].index else None
+        name = f"r{mine}"
+        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params, coords)};")
+        scope.memo[key] = name
+        return name
+
+    def read_at(self, u: Use, shape: Shape, index: str, lines: list[str]) -> str:
+        """The value of `u` (of logical `shape`) at flat `index`; its loads go to `lines`."""
+        return self.operand(u, shape, _Scope("full", index, lines=lines, memo={}))
+
+    def gather(self, node: Node, scope: _Scope) -> str:
+        """Concatenation and padding: each output element reads one stored input element."""
+        name = f"v{node.vid}"
+        i = scope.index
+        lines: list[str] = []
+        if node.fn == "cat":
+            dim = int(node.params["dim"])  # type: ignore[arg-type]
+            sizes = [int(x) for x in node.params["sizes"]]  # type: ignore[union-attr]
+            inner = numel(node.shape[dim + 1 :])
+            total = node.shape[dim]
+            c, o, r = f"c{node.vid}", f"o{node.vid}", f"r{node.vid}"
+            lines += [
+                f"float {name};",
+                "{",
+                f"  const idx_t {c} = ({i} / {inner}) % {total};"
+                if inner != 1
+                else f"  const idx_t {c} = {i} % {total};",
+                f"  const idx_t {o} = {i} / {inner * total};",
+                f"  const idx_t {r} = {i} % {inner};" if inner != 1 else f"  const idx_t {r} = 0;",
+            ]
+            start = 0
+            for k, (u, size) in enumerate(zip(node.args, sizes, strict=True)):
+                assert isinstance(u, Use)
+                if k == 0:
+                    lines.append(f"  if ({c} < {start + size}) {{")
+                elif k < len(sizes) - 1:
+                    lines.append(f"  }} else if ({c} < {start + size}) {{")
+                else:
+                    lines.append("  } else {")
+                j = f"j{node.vid}_{k}"
+                body = [f"const idx_t {j} = ({o} * {size} + ({c} - {start})) * {inner} + {r};"]
+                v = self.read_at(u, u.shape, j, body)
+                body.append(f"{name} = {v};")
+                lines += _indent(body, 4)
+                start += size
+            lines += ["  }", "}"]
+        elif node.fn == "pad":
+            (u,) = node.args
+            assert isinstance(u, Use)
+            before = [int(x) for x in node.params["before"]]  # type: ignore[union-attr]
+            value = float_literal(float(node.params["value"]))  # type: ignore[arg-type]
+            out, inp = node.shape, u.shape
+            lines += [f"float {name} = {value};", "{"]
+            conds, terms = [], []
+            stride_o = 1
+            stride_i = 1
+            for d in range(len(out) - 1, -1, -1):
+                od = f"({i} / {stride_o}) % {out[d]}" if stride_o != 1 else f"{i} % {out[d]}"
+                if d == 0:
+                    od = f"{i} / {stride_o}" if stride_o != 1 else i
+                cd = f"p{node.vid}_{d}"
+                lines.append(f"  const idx_t {cd} = ({od}) - {before[d]};")
+                if out[d] != inp[d] or before[d] != 0:
+                    conds.append(f"{cd} >= 0 && {cd} < {inp[d]}")
+                terms.append(f"{cd} * {stride_i}" if stride_i != 1 else cd)
+                stride_o *= out[d]
+                stride_i *= inp[d]
+            j = f"j{node.vid}"
+            body = [f"const idx_t {j} = {' + '.join(reversed(terms)) or '0'};"]
+            v = self.read_at(u, u.shape, j, body)
+            body.append(f"{name} = {v};")
+            lines.append(f"  if ({' && '.join(conds) or 'true'}) {{")
+            lines += _indent(body, 4)
+            lines += ["  }", "}"]
+        elif node.fn == "embedding":
+            w, ids = node.args
+            assert isinstance(w, Use) and isinstance(ids, Use)
+            d = w.shape[1]
+            e, row, j = f"e{node.vid}", f"w{node.vid}", f"j{node.vid}"
+            at, _ = index_expr(e, ids.shape, ids)
+            lines += [
+                f"float {name};",
+                "{",
+                f"  const idx_t {e} = {i} / {d};",
+                f"  const idx_t {row} = (idx_t){self.arg_of[ids.vid].name}[{at}];",
+            ]
+            body = [f"const idx_t {j} = {row} * {d} + {i} % {d};"]
+            v = self.read_at(w, w.shape, j, body)
+            body.append(f"{name} = {v};")
+            lines += _indent(body, 2)
+            lines.append("}")
+        else:
+            raise Unsupported(f"{node.origin}: gather {node.fn} has no code generator")
+        scope.lines += lines
+        scope.memo[node.vid] = name
+        return name
+
+    # -- loops -----------------------------------------------------------------------------------
+    def full_loop(self, lane: bool, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+        """Body over one full-space element (or 4 lanes): push reduction inputs, store outputs."""
+        pre, body, post = self.full_parts(lane, push, stores)
+        return pre + body + post
+
+    def full_parts(
+        self,
+        lane: bool,
+        push: list[tuple[str, int]],
+        stores: list[int],
+        base: str = "f0",
+        sfx: str = "",
+    ) -> tuple[list[str], list[str], list[str]]:
+        """(loads, compute, stores) of `full_loop`, so two iterations can issue loads first."""
+        scope = _Scope("full", "f", lane=lane, sfx=sfx)
+        for state, vid in push:
+            if state in self.arg_index:
+                idx = self.arg_index[state]
+                scope.lines.append(f"{state}.push({self.value(vid, scope)}, (int)({idx}));")
+            else:
+                scope.lines.append(f"{state}.push({self.value(vid, scope)});")
+        outs = []
+        for vid in stores:
+            arg = self.arg_of[vid]
+            v = self.value(vid, scope)
+            if lane:
+                scope.lines.append(f"o_{arg.name}[l] = {v};")
+            else:
+                scope.lines.append(f"{arg.name}[f] = {v};")
+            outs.append(arg.name)
+        if not lane:
+            return [], [f"const idx_t f = {base};", *scope.lines], []
+        pre = [
+            f"const float4 {q} = *reinterpret_cast<const float4*>({name} + {base});"
+            for name, q in scope.vec_loads.items()
+        ]
+        pre += [f"float o_{name}{sfx}[4];" for name in outs]
+        body = [
+            "#pragma unroll",
+            "for (int l = 0; l < 4; ++l) {",
+            f"  const idx_t f = {base} + l;",
+            *("  " + _rename_outs(s, outs, sfx) for s in scope.lines),
+            "}",
+        ]
+        post = [
+            f"*reinterpret_cast<float4*>({name} + {base}) = "
+            f"make_float4(o_{name}{sfx}[0], o_{name}{sfx}[1], o_{name}{sfx}[2], o_{name}{sfx}[3]);"
+            for name in outs
+        ]
+        return pre, body, post
+
+
+def _rename_outs(line: str, outs: list[str], sfx: str) -> str:
+    for name in outs:
+        line = line.replace(f"o_{name}[l]", f"o_{name}{sfx}[l]")
+    return line
+
+
+def _coords(index: str, shape: Shape) -> tuple[str, str]:
+    """(row, col) of a flat index in the last two dims of `shape`."""
+    cols = shape[-1] if shape else 1
+    rows = shape[-2] if len(shape) >= 2 else 1
+    col = f"({index} % {cols})"
+    row = f"(({index} / {cols}) % {rows})" if rows != 1 else "0"
+    return row, col
+
+
+def _indent(lines: list[str], n: int) -> list[str]:
+    return [(" " * n + s) if s else s for s in lines]
+
+
+class Codegen:
+    def __init__(self, graph: Graph, groups: list[Group]) -> None:
+        self.graph = graph
+        self.groups = groups
+        self.owner = {n.vid: g for g in groups for n in g.nodes}
+        self.kernels: list[GroupKernel] = []
+        self.uses_cublas = any(g.kind in ("gemm", "rnn") for g in groups)
+        self.ws_bytes: dict[int, int] = {}  # gid -> workspace bytes of split reductions
+
+    def shape(self, vid: int) -> Shape:
+        return self.graph.shape_of(vid)
+
+    # -- args --------------------------------------------------------------------------------
+    def _args(self, g: Group) -> list[Arg]:
+        args: list[Arg] = []
+        seen: dict[int, Arg] = {}
+        inout = set()
+        for s in g.sinks:
+            for u in s.uses[2:]:
+                inout.add(u.vid)
+        for n in g.nodes + g.sinks:
+            for u in reads(self.graph, n, self.graph.recomputed):
+                if (u.vid in self.owner and self.owner[u.vid] is g) or u.vid in seen:
+                    continue
+                if u.vid in inout:
+                    leaf = self.graph.leaves[u.vid]
+                    ctype = "long long*" if leaf.dtype == "int64" else "float*"
+                    a = Arg(f"io{len(seen)}", u.vid, ctype, "inout")
+                else:
+                    a = Arg(f"in{len(seen)}", u.vid, _in_ctype(self.graph, u.vid), "in")
+                seen[u.vid] = a
+                args.append(a)
+        for k, vid in enumerate(g.outputs):
+            node = next(n for n in g.nodes if n.vid == vid)
+            ctype = "long long*" if node.params.get("dtype") == "int64" else "float*"
+            args.append(Arg(f"out{k}", vid, f"{ctype} __restrict__", "out"))
+        return args
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel(self, g: Group) -> GroupKernel:
+        args = self._args(g)
+        arg_of = {a.vid: a for a in args}
+        gen = _GroupGen(self.graph, g, arg_of)
+        ops = [n.origin or n.fn for n in g.nodes]
+        uniq = list(dict.fromkeys(ops))
+        comment = ", ".join(uniq)
+        if g.kind == "pointwise":
+            src = self._pointwise(g, gen, args)
+        else:
+            src = self._reduction(g, gen, args)
+        if g.gid in self.ws_bytes:
+            args = [*args, Arg("ws", -1, "unsigned char*", "ws", self.ws_bytes[g.gid])]
+        return GroupKernel(g, g.name, args, src, comment)
+
+    def _signature(self, name: str, args: list[Arg]) -> str:
+        return ", ".join(f"{a.ctype} {a.name}" for a in args)
+
+    def _launcher(self, g: Group, args: list[Arg], launch: list[str]) -> str:
+        params = ", ".join(f"{a.ctype.replace(' __restrict__', '')} {a.name}" for a in args)
+        ptrs = " && ".join(f"stitch_aligned16({a.name})" for a in args) or "true"
+        counts = [
+            next(a.name for a in args if a.vid == s.uses[4].vid)
+            for s in g.sinks
+            if s.kind == "bn_update" and s.params["momentum"] is None
+        ]
+        bump = [f"stitch_count_batch<<<1, 1, 0, stream>>>({n});" for n in counts]
+        lines = [
+            f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
+            f"  const bool vec = {ptrs};",
+            *_indent(launch, 2),
+            *_indent(bump, 2),
+            "  return (int)cudaGetLastError();",
+            "}",
+        ]
+        return "\n".join(lines)
+
+    def _pointwise(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
+        n = g.full_numel
+        stores = list(g.outputs)
+        vec_ok = n % 4 == 0
+        sig = self._signature(g.name, args)
+        scalar = gen.full_loop(False, [], stores)
+        # Two float4 iterations per trip: both loads are issued before either result is used.
+        pre_a, body_a, post_a = (
+            gen.full_parts(True, [], stores, "f0", "") if vec_ok else ([], [], [])
+        )
+        pre_b, body_b, post_b = (
+            gen.full_parts(True, [], stores, "f1", "b") if vec_ok else ([], [], [])
+        )
+        post_b_guarded = ["if (two) {", *_indent(post_b, 2), "}"] if post_b else []
+        vec = pre_a + pre_b + body_a + post_a + body_b + post_b_guarded
+        names = ", ".join(a.name for a in args)
+        lines = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
+            f"  typedef {gen.idx_t} idx_t;",
+            f"  const idx_t n = {n};",
+            "  const idx_t stride = (idx_t)gridDim.x * blockDim.x;",
+            "  const idx_t start = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;",
+        ]
+        if vec_ok:
+            lines += [
+                "  if constexpr (VEC) {",
+                "    const idx_t n4 = n / 4;",
+                "    for (idx_t v = start; v < n4; v += 2 * stride) {",
+                "      const idx_t f0 = v * 4;",
+                "      const bool two = v + stride < n4;",
+                "      const idx_t f1 = two ? (v + stride) * 4 : f0;  // in bounds either way",
+                *_indent(vec, 6),
+                "    }",
+                "  } else {",
+            ]
+        else:
+            lines.append("  {")
+        lines += [
+            "    #pragma unroll 4",
+            "    for (idx_t f0 = start; f0 < n; f0 += stride) {",
+            *_indent(scalar, 6),
+            "    }",
+            "  }",
+            "}",
+        ]
+        launch = [
+            f"if (vec && {str(vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<stitch_grid({-(-n // 8)}, 256, 8), 256, 0, stream>>>"
+            f"({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<stitch_grid({n}, 256, 8), 256, 0, stream>>>({names});",
+            "}",
+        ]
+        return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
+
+    def _reduction(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
+        lay = g.layout
+        assert lay is not None
+        a, b, c = lay.dims
+        tile = lay.kind == "tile"
+        # Slots: one accumulator per distinct (kind, input) reduction. The input is the whole
+        # Use: two slices of one tensor (offsets, strides) are different inputs.
+        slots: dict[tuple[object, ...], str] = {}
+        slot_nodes: dict[str, list[Node]] = {}
+        slot_input: dict[str, Use] = {}
+        slot_kind: dict[str, str] = {}
+        slot_pass: dict[str, int] = {}
+        for n in g.nodes:
+            if n.kind != "reduce":
+                continue
+            x = n.args[0]
+            assert isinstance(x, Use)
+            key = (n.fn, x, tuple(n.params["axes"]))  # type: ignore[arg-type]
+            if key not in slots:
+                s = f"s{len(slots)}"
+                slots[key] = s
+                slot_nodes[s] = []
+                slot_input[s] = x
+                slot_kind[s] = n.fn
+                slot_pass[s] = g.level[n.vid]
+            slot_nodes[slots[key]].append(n)
+        for s, kind in slot_kind.items():
+            if kind in ("argmax", "argmin"):
+                if lay.kind == "chan":
+                    raise Unsupported("argmax/argmin over several dims")
+                gen.arg_index[s] = "(f / K2) % R" if tile else "f - row * RLEN"
+        passes = g.passes
+        rlen = lay.rlen
+        kept = lay.kept
+        red_scope = _Scope("red", "kept")
+        gen.red_scope = red_scope
+        vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
+        # Few rows and long ones: split each row over S blocks (partial states in a workspace).
+        splits = 1
+        if not tile and kept < 2 * ASSUMED_SMS:
+            splits = max(1, min(-(-2 * ASSUMED_SMS // kept), rlen // SPLIT_MIN_ELEMS))
+        chunk = rlen
+        if splits > 1:
+            chunk = -(-rlen // splits)
+            chunk = -(-chunk // 4) * 4
+            splits = -(-rlen // chunk)
+        if tile:
+            # Wider rows of threads read longer contiguous runs, while there are blocks enough.
+            tx = 32
+            while tx < 128 and c > tx and -(-c // (2 * tx)) * a >= 2 * ASSUMED_SMS:
+                tx *= 2
+            ty = 1
+            while tx * ty < 1024 and ty * 8 < b:
+                ty *= 2
+            # Few column blocks and a long reduced dim: split it over S blocks too.
+            blocks = -(-c // tx) * min(a, 65535)
+            if blocks < 2 * ASSUMED_SMS and b >= 2048:
+                splits = max(1, min(-(-2 * ASSUMED_SMS // blocks), b // (ty * 64)))
+                if splits > 1:
+                    chunk = -(-b // splits)
+                    splits = -(-b // chunk)
+        else:
+            items = chunk // 4 if vec_ok else chunk
+            threads = 32
+            while threads < 1024 and threads * 4 < items:
+                threads *= 2
+        split = splits > 1
+
+        def loop(push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+            # Each loop is unrolled by hand into a main loop that takes several rows (tile) or
+            # vectors (row) per step, each in its own block, then a remainder loop: with
+            # `#pragma unroll` alone nvcc keeps an exit test between the copies (the trip
+            # count is not known), so only one load is in flight per thread. The order in
+            # which a thread accumulates its elements is unchanged.
+            if tile:
+                body = gen.full_loop(False, push, stores)
+                out = ["if (valid) {", "  idx_t r = R0 + threadIdx.y;"]
+                out += ["  for (; r + 3 * TY < R1; r += 4 * TY) {"]
+                for u in range(4):
+                    row = "r" if u == 0 else f"r + {u} * TY"
+                    out += [
+                        "    {",
+                        f"      const idx_t f0 = (k1 * R + {row}) * K2 + k2;",
+                        *_indent(body, 6),
+                        "    }",
+                    ]
+                out += [
+                    "  }",
+                    "  for (; r < R1; r += TY) {",
+                    "    const idx_t f0 = (k1 * R + r) * K2 + k2;",
+                    *_indent(body, 4),
+                    "  }",
+                    "}",
+                ]
+                return out
+
+            def addr(j: str) -> str:
+                if lay.kind == "row":
+                    return f"row * RLEN + {j}"
+                return f"((({j}) / R2) * K + row) * R2 + (({j}) % R2)"
+
+            def unrolled(first: str, step: str, ways: int, body: list[str], ind: int) -> list[str]:
+                pad = " " * ind
+                lines = [f"{pad}idx_t j = {first};"]
+                lines.append(f"{pad}for (; j + {ways - 1} * {step} < J1; j += {ways} * {step}) {{")
+                for u in range(ways):
+                    jj = "j" if u == 0 else f"j + {u} * {step}"
+                    lines += [
+                        f"{pad}  {{",
+                        f"{pad}    const idx_t f0 = {addr(jj)};",
+                        *_indent(body, ind + 4),
+                        f"{pad}  }}",
+                    ]
+                lines += [
+                    f"{pad}}}",
+                    f"{pad}for (; j < J1; j += {step}) {{",
+                    f"{pad}  const idx_t f0 = {addr('j')};",
+                    *_indent(body, ind + 2),
+                    f"{pad}}}",
+                ]
+                return lines
+
+            out = []
+            if vec_ok:
+                body = gen.full_loop(True, push, stores)
+                out += [
+                    "if constexpr (VEC) {",
+                    *unrolled("J0 + threadIdx.x * 4", "(idx_t)blockDim.x * 4", 2, body, 2),
+                    "} else {",
+                ]
+            else:
+                out.append("{")
+            body = gen.full_loop(False, push, stores)
+            out += [*unrolled("J0 + threadIdx.x", "(idx_t)blockDim.x", 4, body, 2), "}"]
+            return out
+
+        def allreduce(s: str) -> str:
+            st = STATE_TYPES[slot_kind[s]]
+            if tile:
+                return f"{s} = column_allreduce<{st}, TY, TX>({s}, sm_{s});"
+            return f"{s} = block_allreduce<{st}>({s}, sm_{s});"
+
+        field_memo: dict[object, str] = {}
+        body: list[str] = []
+        for p in range(1, passes + 1):
+            mine = [s for s in slots.values() if slot_pass[s] == p]
+            red_scope.lines = []
+            red_scope.memo = dict(field_memo)
+            decl = [
+                f"{STATE_TYPES[slot_kind[s]]} {s} = {STATE_TYPES[slot_kind[s]]}::id();"
+                for s in mine
+            ]
+            push = [(s, slot_input[s].vid if slot_input[s].vid in gen.nodes else -1) for s in mine]
+            loop_lines = self._push_loop(gen, loop, push, slot_input)
+            body += [f"// pass {p}: " + ", ".join(f"{slot_kind[s]}" for s in mine), *decl]
+            if split:
+                who = "threadIdx.y == 0 && valid" if tile else "threadIdx.x == 0"
+                write = [f"if ({who}) ws_{s}[kept * S + part] = {s};" for s in mine]
+                body += [
+                    f"if constexpr (PASS == {p}) {{",
+                    *_indent(red_scope.lines + loop_lines + [allreduce(s) for s in mine], 2),
+                    *_indent(write, 2),
+                    "}",
+                    f"if constexpr (PASS > {p}) {{  // combine the row's partial states",
+                ]
+                for s in mine:
+                    st = STATE_TYPES[slot_kind[s]]
+                    if tile:  # each thread owns a column: it reads the S partials itself
+                        body.append(
+                            f"  if (valid) for (int q = 0; q < S; ++q) "
+                            f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);"
+                        )
+                    else:
+                        body += [
+                            f"  for (int q = threadIdx.x; q < S; q += blockDim.x) "
+                            f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);",
+                            "  " + allreduce(s),
+                        ]
+                body.append("}")
+            else:
+                body += red_scope.lines + loop_lines + [allreduce(s) for s in mine]
+                # Every pass shares one scope here: what this pass declared at row level (a
+                # norm's rsqrt) stays visible to the later passes, so it is not declared again.
+                field_memo.update(red_scope.memo)
+            for s in mine:
+                for n in slot_nodes[s]:
+                    fieldname = str(n.params["field"])
+                    expr = {
+                        "sum": f"{s}.v",
+                        "max": f"{s}.v" if slot_kind[s] != "softmax" else f"{s}.m",
+                        "min": f"{s}.v",
+                        "mean": f"{s}.mean",
+                        "var": f"{s}.var()",
+                        "sumexp": f"{s}.s",
+                        "index": f"(long long){s}.i",
+                    }[fieldname]
+                    ctype = "long long" if fieldname == "index" else "float"
+                    body.append(f"const {ctype} v{n.vid} = {expr};")
+                    field_memo[n.vid] = f"v{n.vid}"
+        full_out = [v for v in g.outputs if g.space[v] == "full"]
+        red_out = [v for v in g.outputs if g.space[v] == "red"]
+        red_scope.lines = []
+        red_scope.memo = dict(field_memo)
+        final = loop([], full_out) if full_out else []
+        pre_final = red_scope.lines
+        red_scope.lines = []
+        if tile:
+            guard = "threadIdx.y == 0 && valid" + (" && part == 0" if split else "")
+        elif split:
+            guard = "chunk == 0 && threadIdx.x == 0"
+        else:
+            guard = "threadIdx.x == 0"
+        tail: list[str] = []
+        for vid in red_out:
+            v = gen.value(vid, red_scope)
+            arg = gen.arg_of[vid]
+            tail.append(f"if ({guard}) {arg.name}[kept] = {v};")
+        for s in g.sinks:
+            mean, var, rm, rv, nbt = s.uses
+            mv, vv = gen.value(mean.vid, red_scope), gen.value(var.vid, red_scope)
+            cnt = int(s.params["count"])  # type: ignore[arg-type]
+            unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
+            prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
+            if s.params["momentum"] is None:
+                # Cumulative average: factor 1/(batches seen, this one included). The count is
+                # bumped by a separate launch after this kernel, so every block reads the old one.
+                mom, keep, bump = f"(1.f / (float)({pn}[0] + 1))", "", ""
+            else:
+                m = float(s.params["momentum"])  # type: ignore[arg-type]
+                mom, keep = float_literal(m), float_literal(1 - m)
+                bump = f"  if (kept == 0) {pn}[0] += 1;"
+            tail += [
+                f"if ({guard}) {{  // running statistics, as {s.origin} updates them in training",
+                f"  const float mom = {mom};",
+                f"  const float keep = {keep or '1.f - mom'};",
+                f"  {prm}[kept] = keep * {prm}[kept] + mom * {mv};",
+                f"  {prv}[kept] = keep * {prv}[kept] + mom * ({vv} * {float_literal(unbias)});",
+                *([bump] if bump else []),
+                "}",
+            ]
+        final_lines = [*pre_final, *red_scope.lines, *final, *tail]
+        if split:
+            body += [
+                "// final pass: outputs",
+                f"if constexpr (PASS == {passes + 1}) {{",
+                *_indent(final_lines, 2),
+                "}",
+            ]
+        else:
+            body += ["// final pass: outputs", *final_lines]
+
+        sig = self._signature(g.name, args)
+        names = ", ".join(a.name for a in args)
+        smem = [
+            f"__shared__ {STATE_TYPES[slot_kind[s]]} sm_{s}" + ("[TY][TX];" if tile else "[32];")
+            for s in slots.values()
+        ]
+        if tile:
+            ws_lines = self._workspace(g, slots, slot_kind, kept, splits) if split else []
+            head = [
+                "template <int PASS, bool VEC>" if split else "template <bool VEC>",
+                f"__global__ void __launch_bounds__({tx * ty}) {g.name}_kernel({sig}"
+                + (", unsigned char* __restrict__ ws) {" if split else ") {"),
+                f"  typedef {gen.idx_t} idx_t;",
+                f"  constexpr idx_t K1 = {a}, R = {b}, K2 = {c};",
+                f"  constexpr int TY = {ty}, TX = {tx};",
+                *(
+                    [
+                        f"  constexpr idx_t S = {splits}, RCH = {chunk};",
+                        "  const idx_t part = blockIdx.z;",
+                        "  const idx_t R0 = part * RCH, R1 = (R0 + RCH < R) ? R0 + RCH : R;",
+                    ]
+                    if split
+                    else ["  constexpr idx_t R0 = 0, R1 = R;"]
+                ),
+                *_indent(smem, 2),
+                *ws_lines,
+                "  const idx_t k2 = (idx_t)blockIdx.x * TX + threadIdx.x;",
+                "  const bool valid = k2 < K2;",
+                "  for (idx_t k1 = blockIdx.y; k1 < K1; k1 += gridDim.y) {",
+                "    const idx_t kept = k1 * K2 + k2;",
+                "    (void)kept;",
+            ]
+            grid = f"dim3((unsigned)({-(-c // tx)}), (unsigned)({min(a, 65535)}), {splits})"
+            if split:
+                launch = [
+                    f"{g.name}_kernel<{p}, false><<<{grid}, dim3({tx}, {ty}), 0, stream>>>"
+                    f"({names}, ws);"
+                    for p in range(1, passes + 2)
+                ]
+                args = [*args, Arg("ws", -1, "unsigned char*", "ws")]
+            else:
+                launch = [
+                    f"{g.name}_kernel<false><<<{grid}, dim3({tx}, {ty}), 0, stream>>>({names});",
+                ]
+            src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+            return src + "\n\n" + self._launcher(g, args, launch)
+        consts = (
+            f"  constexpr idx_t K = {kept}, RLEN = {rlen};"
+            if lay.kind == "row"
+            else f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {rlen};"
+        )
+        if split:
+            ws_lines = self._workspace(g, slots, slot_kind, kept, splits)
+            head = [
+                "template <int PASS, bool VEC>",
+                f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}, "
+                "unsigned char* __restrict__ ws) {",
+                f"  typedef {gen.idx_t} idx_t;",
+                consts,
+                f"  constexpr idx_t S = {splits}, CH = {chunk};",
+                *_indent(smem, 2),
+                *ws_lines,
+                "  const idx_t row = blockIdx.y, chunk = blockIdx.x, kept = row, part = chunk;",
+                "  const idx_t J0 = chunk * CH, J1 = (J0 + CH < RLEN) ? J0 + CH : RLEN;",
+                "  (void)kept;",
+                "  {",
+            ]
+            grid = f"dim3({splits}, {kept})"
+            launch = []
+            for p in range(1, passes + 2):
+                launch += [
+                    f"if (vec && {str(vec_ok).lower()}) {{",
+                    f"  {g.name}_kernel<{p}, true><<<{grid}, {threads}, 0, stream>>>({names}, ws);",
+                    "} else {",
+                    f"  {g.name}_kernel<{p}, false><<<{grid}, {threads}, 0, stream>>>"
+                    f"({names}, ws);",
+                    "}",
+                ]
+            args_ws = [*args, Arg("ws", -1, "unsigned char*", "ws")]
+            src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+            return src + "\n\n" + self._launcher(g, args_ws, launch)
+        head = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
+            f"  typedef {gen.idx_t} idx_t;",
+            consts,
+            *_indent(smem, 2),
+            "  for (idx_t row = blockIdx.x; row < K; row += gridDim.x) {",
+            "    const idx_t kept = row;",
+            "    constexpr idx_t J0 = 0, J1 = RLEN;",
+            "    (void)kept;",
+        ]
+        per_sm = max(1, min(32, 2048 // threads))
+        grid = f"stitch_grid({kept} * {threads}LL, {threads}, {per_sm})"
+        launch = [
+            f"if (vec && {str(vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
+            "}",
+        ]
+        src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+        return src + "\n\n" + self._launcher(g, args, launch)
+
+    def _workspace(
+        self,
+        g: Group,
+        slots: dict[tuple[object, ...], str],
+        slot_kind: dict[str, str],
+        kept: int,
+        splits: int,
+    ) -> list[str]:
+        """Pointers to each slot's partial states (kept x S) in one workspace buffer."""
+        lines = []
+        offset = 0
+        for s in slots.values():
+            st = STATE_TYPES[slot_kind[s]]
+            lines.append(f"  {st}* __restrict__ ws_{s} = reinterpret_cast<{st}*>(ws + {offset});")
+            offset += -(-STATE_BYTES[st] * kept * splits // 16) * 16
+        self.ws_bytes[g.gid] = offset
+        return lines
+
+    def _push_loop(self, gen, loop, push, slot_input):  # type: ignore[no-untyped-def]
+        """Reduction inputs that are group values are emitted; external ones are loaded."""
+        fixed: list[tuple[str, int]] = []
+        for s, vid in push:
+            if vid >= 0:
+                fixed.append((s, vid))
+                continue
+            # An external tensor reduced directly: make a pseudo identity node.
+            u = slot_input[s]
+            pseudo = Node(-(len(gen.nodes) + 1000), "ew", "add", [u, Const(0.0)], u.shape)
+            pseudo.fn = "identity"
+            gen.nodes[pseudo.vid] = pseudo
+            gen.g.space[pseudo.vid] = "full"
+            fixed.append((s, pseudo.vid))
+        return loop(fixed, [])
+
+    # -- GEMM ----------------------------------------------------------------------------------
+    def gemm(self, g: Group) -> GroupKernel:
+        node = g.nodes[0]
+        a, b = node.uses[:2]
+        bias = node.uses[2] if len(node.uses) > 2 else None
+        epilogue = str(node.params.get("epilogue", ""))
+        batch = int(node.params.get("batch", 1))  # type: ignore[arg-type]
+        m, k = a.shape[-2], a.shape[-1]
+        n = b.shape[-1]
+        # Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+        tb, ldb, sb, offb = blas_operand(b)
+        ta, lda, sa, offa = blas_operand(a)
+        op_b = "CUBLAS_OP_T" if tb else "CUBLAS_OP_N"
+        op_a = "CUBLAS_OP_T" if ta else "CUBLAS_OP_N"
+        pa = f"a + {offa}" if offa else "a"
+        pb = f"b + {offb}" if offb else "b"
+        what_views = " (strided operands)" if a.strided or b.strided else ""
+        args = [Arg("a", a.vid, "const float*", "in"), Arg("b", b.vid, "const float*", "in")]
+        if bias is not None:
+            args.append(Arg("bias", bias.vid, "const float*", "in"))
+        args.append(Arg("c", node.vid, "float*", "out"))
+        params = ", ".join(f"{x.ctype} {x.name}" for x in args)
+        what = (
+            f"// {node.origin}: C[{batch}x{m}x{n}] = A[{m}x{k}]{'^T' if a.trans else ''} "
+            f"* B[{k}x{n}]{'^T' if b.trans else ''}{what_views}"
+        )
+        if bias is not None:
+            relu = "true" if epilogue == "relu_bias" else "false"
+            fused = " + bias, ReLU" if epilogue == "relu_bias" else " + bias"
+            src = "\n".join(
+                [
+                    f"{what}{fused} on cuBLASLt (epilogue fused), FP32 compute",
+                    f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
+                    "  static StitchLtPlan plans[64];",
+                    "  int dev = 0;",
+                    "  cudaGetDevice(&dev);",
+                    "  void* ws = stitch_lt_workspace();",
+                    "  if (ws == nullptr) return (int)cudaErrorMemoryAllocation;",
+                    f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n}, {m}, {k}, "
+                    f"{ldb}, {lda}, {n}, {relu}, {pb}, {pa}, c, bias, ws, stream);",
+                    "  if (rc != 0) return rc;",
+                    "  cublasLtMatmulDescSetAttribute(plans[dev].op, "
+                    "CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));",
+                    "  const float alpha = 1.f, beta = 0.f;",
+                    "  const cublasStatus_t st = cublasLtMatmul(stitch_cublaslt(), plans[dev].op, "
+                    f"&alpha, {pb}, plans[dev].a, {pa}, plans[dev].b, &beta, c, plans[dev].c, c, "
+                    "plans[dev].c, &plans[dev].algo, ws, STITCH_LT_WORKSPACE, stream);",
+                    "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+                    "  return (int)cudaGetLastError();",
+                    "}",
+                ]
+            )
+            return GroupKernel(g, g.name, args, src, f"{node.origin}{fused} (cuBLASLt epilogue)")
+        call = (
+            f"cublasGemmStridedBatchedEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, "
+            f"{pb}, CUDA_R_32F, {ldb}, {sb}LL, {pa}, CUDA_R_32F, {lda}, {sa}LL, &beta, "
+            f"c, CUDA_R_32F, {n}, {m * n}LL, {batch}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
+            if batch > 1
+            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, {pb}, CUDA_R_32F, {ldb}, "
+            f"{pa}, CUDA_R_32F, {lda}, &beta, c, CUDA_R_32F, {n}, CUBLAS_COMPUTE_32F, "
+            "CUBLAS_GEMM_DEFAULT)"
+        )
+        src = "\n".join(
+            [
+                f"{what} on cuBLAS, FP32 compute",
+                f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
+                "  cublasHandle_t h = stitch_cublas_on(stream);  // capture-safe: see the preamble",
+                "  if (h == nullptr) return STITCH_CUBLAS_ERROR;",
+                "  const float alpha = 1.f, beta = 0.f;",
+                f"  const cublasStatus_t st = {call};",
+                "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+                "  return (int)cudaGetLastError();",
+                "}",
+            ]
+        )
+        return GroupKernel(g, g.name, args, src, node.origin)
+
+    # -- recurrent modules ---------------------------------------------------------------------
+    def rnn(self, g: Group) -> GroupKernel:
+        """One launcher for a whole nn.RNN/LSTM/GRU call (see recurrent.py)."""
+        rnn = g.nodes[0]
+        outs = outputs_needed(self.graph, rnn, set(g.outputs))
+        launch = rnn_launcher(rnn, outs, g.name)
+        args = [Arg(f"in{k}", vid, "const float*", "in") for k, vid in enumerate(launch.inputs)]
+        args += [Arg(f"out{k}", vid, "float*", "out") for k, vid in enumerate(launch.outputs)]
+        args.append(Arg("ws", -1, "unsigned char*", "ws", launch.ws_bytes))
+        return GroupKernel(g, g.name, args, launch.source, launch.comment)
+
+    # -- scan ----------------------------------------------------------------------------------
+    def scan(self, g: Group) -> GroupKernel:
+        """A prefix sum along one dim. Along the contiguous last dim: one warp per row, 32
+        elements per step (shuffle scan plus a carry); along another dim: one thread per
+        column, sequential down the column (neighbouring threads read neighbouring columns)."""
+        node = g.nodes[0]
+        (x,) = node.uses
+        axis = int(node.params["axis"])  # type: ignore[arg-type]
+        shape = node.shape
+        k1, r, k2 = numel(shape[:axis]), shape[axis], numel(shape[axis + 1 :])
+        args = self._args(g)
+        gen = _GroupGen(self.graph, g, {a.vid: a for a in args})
+        out = args[-1].name
+        load: list[str] = []
+        v = gen.read_at(x, x.shape, "f", load)
+        sig = self._signature(g.name, args)
+        names = ", ".join(a.name for a in args)
+        head = [
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
+            f"  typedef {gen.idx_t} idx_t;",
+            f"  constexpr idx_t K1 = {k1}, R = {r}, K2 = {k2};",
+        ]
+        if k2 == 1:
+            body = [
+                "  const int lane = threadIdx.x & 31;",
+                "  const idx_t warp = ((idx_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;",
+                "  const idx_t warps = ((idx_t)gridDim.x * blockDim.x) >> 5;",
+                "  for (idx_t row = warp; row < K1; row += warps) {",
+                "    float carry = 0.f;",
+                "    for (idx_t j0 = 0; j0 < R; j0 += 32) {",
+                "      const idx_t j = j0 + lane;",
+                "      float v = 0.f;",
+                "      if (j < R) {",
+                "        const idx_t f = row * R + j;",
+                *_indent(load, 8),
+                f"        v = {v};",
+                "      }",
+                "      #pragma unroll",
+                "      for (int o = 1; o < 32; o <<= 1) {",
+                "        const float t = __shfl_up_sync(0xffffffffu, v, o);",
+                "        if (lane >= o) v += t;",
+                "      }",
+                "      v += carry;",
+                f"      if (j < R) {out}[row * R + j] = v;",
+                "      carry = __shfl_sync(0xffffffffu, v, 31);",
+                "    }",
+                "  }",
+                "}",
+            ]
+            grid = f"stitch_grid({k1} * 32LL, 256, 8)"
+        else:
+            body = [
+                "  const idx_t stride = (idx_t)gridDim.x * blockDim.x;",
+                "  for (idx_t c = (idx_t)blockIdx.x * blockDim.x + threadIdx.x; c < K1 * K2; "
+                "c += stride) {",
+                "    const idx_t k1 = c / K2, k2 = c % K2;",
+                "    float acc = 0.f;",
+                "    for (idx_t r = 0; r < R; ++r) {",
+                "      const idx_t f = (k1 * R + r) * K2 + k2;",
+                *_indent(load, 6),
+                f"      acc += {v};",
+                f"      {out}[f] = acc;",
+                "    }",
+                "  }",
+                "}",
+            ]
+            grid = f"stitch_grid({k1 * k2}LL, 256, 8)"
+        launch = [f"{g.name}_kernel<<<{grid}, 256, 0, stream>>>({names});"]
+        src = "\n".join(head + body) + "\n\n" + self._launcher(g, args, launch)
+        return GroupKernel(g, g.name, args, src, node.origin or "cumsum")
+
+    def cuda_source(self, with_gemm: bool = True) -> str:
+        """The whole CUDA file. `with_gemm=False` leaves out the cuBLAS launchers, for compile
+        checks on machines whose toolkit has no cuBLAS headers."""
+        parts = [
+            "// Generated by the stitch-lsp builtin coder. Shapes are fixed at generation time."
+        ]
+        parts.append(PREAMBLE)
+        if self.uses_cublas and with_gemm:
+            parts.append(CUBLAS_PREAMBLE)
+            if any(len(g.nodes[0].uses) > 2 for g in self.groups if g.kind == "gemm"):
+                parts.append(CUBLASLT_PREAMBLE)
+        if any(s.params.get("momentum", 0) is None for g in self.groups for s in g.sinks):
+            parts.append(
+                "// num_batches_tracked += 1 after a cumulative-average batch norm read the count\n"
+                "__global__ void stitch_count_batch(long long* n) { n[0] += 1; }"
+            )
+        specs = [g.nodes[0].params["spec"] for g in self.groups if g.kind == "rnn"]
+        if specs and with_gemm:
+            parts.append(rnn_preamble(specs))  # type: ignore[arg-type]
+        for g in self.groups:
+            if g.kind in ("pointwise", "reduction"):
+                k = self.kernel(g)
+            elif g.kind == "scan":
+                k = self.scan(g)
+            elif g.kind == "gemm" and with_gemm:
+                k = self.gemm(g)
+            elif g.kind == "rnn" and with_gemm:
+                k = self.rnn(g)
+            else:
+                continue
+            self.kernels.append(k)
+            what = "reduction " + g.layout.describe() if g.layout else g.kind
+            parts.append(f"// ---- {k.name} ({what}) fuses: {k.comment}\n{k.source}")
+        return "\n\n".join(parts) + "\n"
+
+
+def _in_ctype(graph: Graph, vid: int) -> str:
+    leaf = graph.leaves.get(vid)
+    dtype = leaf.dtype if leaf is not None else "float32"
+    return {"bool": "const bool* __restrict__", "int64": "const long long* __restrict__"}.get(
+        dtype, "const float* __restrict__"
+    )
+
+
+def leaf_expr(leaf: Leaf) -> str:
+    return leaf.expr

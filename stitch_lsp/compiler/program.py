@@ -1,0 +1,487 @@
+"""Write the candidate's Python: the reference's constructor, and a forward that calls the kernels.
+
+ModelNew copies Model's constructor verbatim (and the module-level names it uses), so seeding
+gives both the same weights, and the parameters keep their names. Its forward allocates outputs,
+runs convolutions through PyTorch (cuDNN) when there are any, and calls the generated launchers
+with raw pointers on the current stream. It does no tensor math of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+from stitch_lsp.candidate_header import header_line
+from stitch_lsp.compiler.attr_path import (
+    TENSOR_AT_SOURCE,
+    comment_text,
+    display_path,
+    is_identifier,
+)
+from stitch_lsp.compiler.codegen import Codegen
+from stitch_lsp.compiler.ir import Graph, Unsupported, Use, numel
+from stitch_lsp.compiler.memplan import Buffer, Placement, plan
+from stitch_lsp.compiler.partition import Group
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def _defined(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def model_parts(reference_source: str) -> tuple[list[str], str]:
+    """(module-level statements ModelNew needs, Model's class body without forward)."""
+    tree = ast.parse(reference_source)
+    lines = reference_source.splitlines()
+
+    def text(node: ast.AST) -> str:
+        return "\n".join(lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
+
+    model = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model"), None)
+    if model is None:
+        raise Unsupported("the reference defines no class Model")
+    members = [
+        s for s in model.body if not (isinstance(s, ast.FunctionDef) and s.name == "forward")
+    ]
+    members = [
+        s
+        for s in members
+        if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))  # docstring
+    ]
+    needed = set().union(*(_names(s) for s in members)) if members else set()
+    for s in members:
+        if isinstance(s, ast.FunctionDef):
+            needed -= {a.arg for a in ast.walk(s.args) if isinstance(a, ast.arg)}
+    keep: list[str] = []
+    skip = {"Model", "get_inputs", "get_init_inputs"}
+    chosen: list[ast.stmt] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            chosen.append(stmt)
+    changed = True
+    extra: list[ast.stmt] = []
+    while changed:
+        changed = False
+        for stmt in tree.body:
+            if stmt in extra or isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                continue
+            names = _defined(stmt)
+            if names & skip or not (names & needed):
+                continue
+            extra.append(stmt)
+            needed |= _names(stmt)
+            changed = True
+    extra.sort(key=lambda s: s.lineno)
+    keep = [text(s) for s in chosen] + ["\n" + text(s) for s in extra]
+    body = "\n\n".join(text(s) for s in members)
+    body = body.replace("super(Model, self).__init__()", "super().__init__()")
+    indent = min((len(ln) - len(ln.lstrip()) for ln in body.splitlines() if ln.strip()), default=4)
+    body = "\n".join(("    " + ln[indent:]) if ln.strip() else "" for ln in body.splitlines())
+    return keep, body
+
+
+def _py_shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+@dataclass
+class Stage:
+    """One step of the forward, in order: a library call or one of our launchers."""
+
+    index: int
+    group: Group
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    """The forward as stages, plus the arena plan of its intermediate buffers."""
+
+    stages: list[Stage]
+    placement: Placement
+    arena_layout: list[tuple[int, tuple[int, ...], str]]  # (offset, shape, dtype) per buffer
+    forward: str
+
+
+def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffer], dict]:
+    """Every kernel output that is not a graph output, and every workspace, with its lifetime."""
+    out_vids = {u.vid for u in graph.outputs}
+    kernels = {k.group.gid: k for k in cg.kernels}
+    last_use: dict[int, int] = {}
+    for i, g in enumerate(groups):
+        for n in g.nodes + g.sinks:
+            for u in n.uses:
+                last_use[u.vid] = i
+    buffers: list[Buffer] = []
+    meta: dict[str, tuple[tuple[int, ...], str]] = {}
+    for i, g in enumerate(groups):
+        k = kernels.get(g.gid)
+        if k is None:
+            continue
+        for a in k.args:
+            if a.role == "ws":
+                key = f"ws{g.gid}"
+                buffers.append(Buffer(key, a.nbytes, i, i))
+                meta[key] = ((max(a.nbytes, 1),), "torch.uint8")
+            elif a.role == "out" and a.vid not in out_vids:
+                key = f"t{a.vid}"
+                shape = graph.shape_of(a.vid)
+                int64 = a.ctype.startswith("long long")
+                nbytes = numel(shape) * (8 if int64 else 4)
+                buffers.append(Buffer(key, nbytes, i, max(i, last_use.get(a.vid, i))))
+                meta[key] = (tuple(shape), "torch.int64" if int64 else "torch.float32")
+    return buffers, meta
+
+
+def leaf_paths(graph: Graph) -> list[str]:
+    """The dotted paths of the parameters and buffers the kernels read, in `leaves[i]` order."""
+    paths = []
+    for leaf in graph.leaves.values():
+        if leaf.kind in ("param", "buffer"):
+            if leaf.path is None:
+                raise Unsupported(f"{leaf.expr}: no attribute path to reach it by")
+            paths.append(leaf.path)
+    return paths
+
+
+def _plain_literal(value: object) -> bool:
+    """A default whose repr is a Python literal of the same value (no object's own __repr__)."""
+    if value is None or type(value) in (bool, int, str):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if type(value) is tuple:
+        return all(_plain_literal(v) for v in value)  # type: ignore[union-attr]
+    return False
+
+
+def _check_signature(graph: Graph) -> None:
+    """forward's arguments go into the generated signature: identifiers, literal defaults."""
+    for name in [*graph.input_names, *graph.defaulted]:
+        if not is_identifier(name):
+            raise Unsupported(f"forward argument {comment_text(repr(name))} is not an identifier")
+    for name, value in graph.defaulted.items():
+        if not _plain_literal(value):
+            raise Unsupported(
+                f"forward argument {name} defaults to a {comment_text(type(value).__name__)}; "
+                "the builtin coder handles defaults that are None, numbers, strings or tuples"
+            )
+
+
+def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
+    _check_signature(graph)
+    var: dict[int, str] = {}
+    lines: list[str] = []
+    inputs = [lf for lf in graph.leaves.values() if lf.kind == "input"]
+    first = graph.input_names[0] if graph.input_names else None
+    defaults = [f"{name}={value!r}" for name, value in graph.defaulted.items()]
+    sig = ", ".join(["self", *graph.input_names, *defaults])
+    lines.append(f"    def forward({sig}):")
+    lines.append("        _load()")
+    for name, value in graph.defaulted.items():
+        why = f"this ModelNew was generated for {name}={value!r}"
+        lines.append(f"        if {name} is not {value!r}:\n            raise ValueError({why!r})")
+    for leaf in inputs:
+        lines.append(
+            f"        if tuple({leaf.expr}.shape) != {_py_shape(leaf.shape)}:\n"
+            f"            raise ValueError(\n"
+            f'                f"{leaf.expr} has shape {{tuple({leaf.expr}.shape)}}; this "\n'
+            f'                "ModelNew was generated for {_py_shape(leaf.shape)}: generate it "\n'
+            f'                "again for new shapes"\n'
+            f"            )"
+        )
+        lines.append(f"        {leaf.expr} = {leaf.expr}.contiguous()")
+    param_slot = {}
+    for leaf in graph.leaves.values():
+        var[leaf.vid] = leaf.expr if leaf.kind != "factory" else f"f{leaf.vid}"
+        if leaf.kind in ("param", "buffer"):
+            var[leaf.vid] = f"leaves[{len(param_slot)}]"
+            param_slot[leaf.vid] = len(param_slot)
+    bn_modes = sorted(
+        {str(s.params["module"]) for g in groups for s in g.sinks if "module" in s.params}
+    )
+    for mod in bn_modes:
+        why = (
+            f"generated for {display_path(mod)} in training mode (batch statistics); "
+            "generate again after .eval()"
+        )
+        lines.append(
+            f"        if not self.get_submodule({mod!r}).training:\n"
+            f"            raise RuntimeError({why!r})"
+        )
+    dev = f"{first}.device" if first else "torch.device('cuda')"
+    names = ", ".join(graph.input_names)
+    # The device guard costs microseconds before the first launch; enter it only when needed.
+    lines.append(f"        if {dev}.index != torch.cuda.current_device():")
+    lines.append(f"            with torch.cuda.device({dev}):")
+    lines.append(f"                return self._stitch_graph({names})")
+    lines.append(f"        return self._stitch_graph({names})")
+    lines.append("")
+    lines.append("    def _stitch_params(self):")
+    lines.append('        """The parameters and buffers the kernels read, looked up once."""')
+    lines.append('        leaves = self.__dict__.get("_stitch_leaves")')
+    lines.append("        if leaves is None:")
+    lines.append('            leaves = self.__dict__["_stitch_leaves"] = [')
+    lines.append("                _tensor_at(self, path) for path in _LEAF_PATHS")
+    lines.append("            ]")
+    lines.append("        return leaves")
+    lines.append("")
+    lines.append("    def _stitch_guard(self):")
+    lines.append(
+        '        """What a captured graph reads besides its inputs: the parameters\' addresses."""'
+    )
+    lines.append("        return tuple(t.data_ptr() for t in self._stitch_params())")
+    lines.append("")
+    lines.append("    def _apply(self, fn, *args, **kwargs):")
+    lines.append(
+        '        """.to(), .cuda(), .double(): parameters move, so graphs are captured again."""'
+    )
+    lines.append('        self.__dict__.pop("_stitch_runner", None)')
+    lines.append('        self.__dict__.pop("_stitch_leaves", None)')
+    lines.append("        return super()._apply(fn, *args, **kwargs)")
+    lines.append("")
+    lines.append("    @property")
+    lines.append("    def _stitch_graph(self):")
+    lines.append('        runner = self.__dict__.get("_stitch_runner")')
+    lines.append("        if runner is None:")
+    # Stages per forward, for the runner's rule on when replay pays for its copies; recurrent
+    # stages launch per time step, so for them the graph is always tried.
+    stages = None if any(g.kind == "rnn" for g in groups) else max(1, len(groups))
+    lines.append(
+        f"            runner = GraphRunner(self._launch, guard=self._stitch_guard, stages={stages})"
+    )
+    lines.append('            self.__dict__["_stitch_runner"] = runner')
+    lines.append("        return runner")
+    lines.append("")
+    lines.append(f"    def _launch(self, {names}):")
+    lines.append("        lib = _load()")
+    lines.append(f"        dev = {dev}")
+    lines.append("        stream = torch.cuda.current_stream().cuda_stream")
+    if leaf_paths(graph):
+        lines.append("        leaves = self._stitch_params()  # parameters and buffers, in order")
+    buffers, meta = _buffers(graph, groups, cg)
+    placement = plan(buffers)
+    order = sorted(buffers, key=lambda b: (placement.offsets[b.key], b.key))
+    layout = [(placement.offsets[b.key], *meta[b.key]) for b in order]
+    slot = {b.key: k for k, b in enumerate(order)}
+    body: list[str] = []
+    if buffers:
+        body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
+    factories = [lf for lf in graph.leaves.values() if lf.kind == "factory"]
+    for leaf in factories:
+        body.append(
+            f"f{leaf.vid} = {leaf.expr}({_py_shape(leaf.shape)}, device=dev)"
+            "  # as the reference makes it"
+        )
+    kernels = {k.group.gid: k for k in cg.kernels}
+
+    def ref(u: Use) -> str:
+        name = var[u.vid]
+        shape = graph.shape_of(u.vid)
+        return name if tuple(shape) == tuple(u.shape) else f"{name}.view({_py_shape(u.shape)})"
+
+    stages: list[Stage] = []
+    for i, g in enumerate(groups):
+        st = Stage(i, g)
+        stages.append(st)
+        if g.kind == "conv":
+            node = g.nodes[0]
+            x, w = node.uses
+            p = node.params
+            fn = node.fn
+            if fn.startswith("conv_transpose"):
+                call = (
+                    f"F.{fn}({ref(x)}, {ref(w)}, None, {p['stride']}, {p['padding']!r}, "
+                    f"{p['output_padding']}, {p['groups']}, {p['dilation']})"
+                )
+            else:
+                call = (
+                    f"F.{fn}({ref(x)}, {ref(w)}, None, {p['stride']}, {p['padding']!r}, "
+                    f"{p['dilation']}, {p['groups']})"
+                )
+            st.lines.append(
+                f"# stage {i}: {node.origin}: cuDNN through PyTorch; its bias goes in our kernel"
+            )
+            st.lines.append(f"t{node.vid} = {call}.contiguous()")
+            var[node.vid] = f"t{node.vid}"
+            continue
+        k = kernels[g.gid]
+        st.lines.append(f"# stage {i}: {k.comment}")
+        ptrs: list[str] = []
+        for a in k.args:
+            if a.role == "ws":
+                ptrs.append(f"buf[{slot[f'ws{g.gid}']}].data_ptr()")
+                continue
+            if a.role == "out":
+                key = f"t{a.vid}"
+                if key in slot:
+                    st.lines.append(f"{key} = buf[{slot[key]}]")
+                else:  # a result of forward: fresh memory on every call
+                    shape = graph.shape_of(a.vid)
+                    dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
+                    st.lines.append(
+                        f"{key} = torch.empty({_py_shape(shape)}, device=dev, dtype={dtype})"
+                    )
+                var[a.vid] = key
+            ptrs.append(f"{var[a.vid]}.data_ptr()")
+        st.lines.append(f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})")
+    for st in stages:
+        body += st.lines
+    outs = [ref(u) for u in graph.outputs]
+    body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
+    lines += ["        " + ln for ln in body]
+    return Program(stages, placement, layout, "\n".join(lines))
+
+
+def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
+    return build_program(graph, groups, cg).forward
+
+
+def execution_note(program: Program) -> list[str]:
+    """The docstring's account of how the forward runs, for a reader of the generated file."""
+    kinds = {st.group.kind for st in program.stages}
+    if len(program.stages) == 1 and "rnn" not in kinds:
+        return [
+            "Execution: one launch on the current stream. It runs plainly: replaying it as a CUDA",
+            "graph (stitch_lsp.runtime.GraphRunner) would save no launches and add input and",
+            "output copies; the runner's `mode` and `reason` (model._stitch_runner) say so.",
+            f"Memory: {program.placement.describe()}.",
+        ]
+    lines = [
+        "Execution: one program, stage by stage on the current stream; the host side is captured",
+        "in a CUDA graph (stitch_lsp.runtime.GraphRunner) and replayed. The first call per input",
+        "signature runs plainly (warm-up: library handles, workspaces, the arena); the second",
+        "captures and replays; later calls copy their inputs into the graph's static buffers,",
+        "replay, and return fresh copies of the outputs. Plain launches instead when",
+        "STITCH_CUDA_GRAPH=0, when an input is on the CPU, when capture fails, or when copying",
+        "the inputs and outputs would cost more than the launches replay saves; the runner's",
+        "`mode` and `reason` (model._stitch_runner) say which and why.",
+        f"Memory: {program.placement.describe()}.",
+    ]
+    if "conv" in kinds:
+        lines.append("cuDNN convolutions run through PyTorch; under the graph their outputs come")
+        lines.append("from the graph's private memory pool.")
+    return lines
+
+
+def candidate_source(
+    graph: Graph,
+    groups: list[Group],
+    cg: Codegen,
+    cuda: str,
+    reference_source: str,
+    header: str,
+) -> str:
+    imports, init_body = model_parts(reference_source)
+    digest = hashlib.sha256(cuda.encode()).hexdigest()[:12]
+    launchers = {k.name: len(k.args) + 1 for k in cg.kernels}
+    libraries: tuple[str, ...] = ()
+    if cg.uses_cublas:
+        libraries = ("cublas", "cublasLt") if "cublasLt.h" in cuda else ("cublas",)
+    has_conv = any(g.kind == "conv" for g in groups)
+    conv_note = (
+        "\n# Convolutions stay on PyTorch's cuDNN path (the library call is the heavy op);\n"
+        "# their bias and every op after them run in the generated kernels below.\n"
+        if has_conv
+        else ""
+    )
+    std_imports = [
+        "import ctypes",
+        "import torch",
+        "import torch.nn as nn",
+        "import torch.nn.functional as F",
+    ]
+    extra_imports = [s for s in imports if s.strip() not in std_imports]
+    program = build_program(graph, groups, cg)
+    names = {k.group.gid: k for k in cg.kernels}
+    stage_doc = []
+    for st in program.stages:
+        k = names.get(st.group.gid)
+        if k is not None:
+            stage_doc.append(f"  {st.index}. {k.name}: {k.comment}")
+        else:
+            node = st.group.nodes[0]
+            stage_doc.append(f"  {st.index}. torch.nn.functional.{node.fn} (cuDNN): {node.origin}")
+    layout = ",\n".join(
+        f"    ({off}, {_py_shape(shape)}, {dtype})" for off, shape, dtype in program.arena_layout
+    )
+    parts = [
+        header_line(header),
+        '"""Generated by the stitch-lsp builtin coder: fused CUDA kernels plus cuBLAS for GEMMs.',
+        "",
+        "Stages, in order (each a library call or one fused kernel):",
+        *stage_doc,
+        "",
+        *execution_note(program),
+        '"""',
+        "",
+        *std_imports,
+        "",
+        "from stitch_lsp.runtime import check_launch, load_cuda",
+        "from stitch_lsp.runtime.graph import Arena, GraphRunner",
+        *extra_imports,
+        conv_note,
+        f"CUDA_SOURCE = r'''{cuda}'''",
+        "",
+        f"_LAUNCHERS = {launchers!r}",
+        "# The tensors the kernels read, by attribute path: names are looked up, never run.",
+        f"_LEAF_PATHS = {tuple(leaf_paths(graph))!r}",
+        "_lib = None",
+        "# Intermediate buffers: (byte offset, shape, dtype), planned once by liveness.",
+        f"_ARENA_LAYOUT = [\n{layout}\n]" if layout else "_ARENA_LAYOUT = []",
+        f"_ARENA_BYTES = {program.placement.total}",
+        "",
+        "",
+        "def _load():",
+        '    """Build (nvcc, cached by content) and load the kernels once per process."""',
+        "    global _lib",
+        "    if _lib is None:",
+        f'        lib = load_cuda(CUDA_SOURCE, name="stitch_builtin_{digest}",',
+        f"                        libraries={libraries!r})",
+        "        for name, nargs in _LAUNCHERS.items():",
+        "            fn = getattr(lib, name)",
+        "            fn.restype = ctypes.c_int",
+        "            fn.argtypes = [ctypes.c_void_p] * nargs  # device pointers, then the stream",
+        "        _lib = lib",
+        "    return _lib",
+        "",
+        "",
+        "def _arena(model):",
+        '    arena = model.__dict__.get("_stitch_arena")',
+        "    if arena is None:",
+        '        arena = model.__dict__["_stitch_arena"] = Arena(_ARENA_LAYOUT, _ARENA_BYTES)',
+        "    return arena",
+        "",
+        "",
+        *TENSOR_AT_SOURCE.splitlines(),
+        "",
+        "",
+        "def _check(code, lib, what):",
+        "    if code == 0:",
+        "        return",
+        "    if code >= 10000:",
+        '        raise RuntimeError(f"{what}: cuBLAS status {code - 10000}")',
+        "    check_launch(code, lib, what)",
+        "",
+        "",
+        "",
+        "class ModelNew(nn.Module):",
+        init_body,
+        "",
+        program.forward,
+        "",
+    ]
+    text = "\n".join(parts)
+    if not text.endswith("\n"):
+        text += "\n"
+    return text

@@ -1,0 +1,80 @@
+"""Capture, partition and generate in one call (runs inside the torch worker)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from stitch_lsp.candidate_header import HeaderError
+from stitch_lsp.compiler.codegen import Codegen
+from stitch_lsp.compiler.ir import Unsupported
+from stitch_lsp.compiler.partition import Group, fold_gemm_epilogues, partition
+from stitch_lsp.compiler.program import candidate_source
+from stitch_lsp.models.codegen import BuiltinCandidate, FusionGroup
+
+
+def _fusion_group(stage: int, g: Group, launcher: str | None) -> FusionGroup:
+    ops = [n.origin or n.fn for n in g.nodes + g.sinks]
+    lines = sorted({n.line for n in g.nodes + g.sinks if n.line is not None})
+    library = {
+        "gemm": "cuBLAS (FP32 compute)",
+        "conv": "cuDNN through PyTorch",
+        "rnn": "cuBLAS GEMMs (FP32 compute) + one fused gate kernel per time step",
+    }.get(g.kind)
+    epilogue = str(g.nodes[0].params.get("epilogue", "")) if g.kind == "gemm" else ""
+    if epilogue:
+        library = "cuBLASLt (FP32 compute, fused epilogue)"
+        ops.append("bias (cuBLASLt epilogue)")
+        if epilogue == "relu_bias":
+            ops.append("relu (cuBLASLt epilogue)")
+    return FusionGroup(
+        name=launcher or f"torch.nn.functional.{g.nodes[0].fn}",
+        stage=stage,
+        kind=g.kind,
+        ops=list(dict.fromkeys(ops)),
+        library=library,
+        layout=g.layout.describe() if g.layout else None,
+        lines=lines,
+    )
+
+
+def header_for(reference: Path, candidate_dir: Path | None) -> str:
+    if candidate_dir is None:
+        return reference.name
+    return Path(os.path.relpath(reference.resolve(), candidate_dir.resolve())).as_posix()
+
+
+def generate(reference: Path, header: str) -> BuiltinCandidate:
+    from stitch_lsp.compiler.worker.capture import capture  # torch
+
+    start = time.perf_counter()
+    summary = ""
+    try:
+        graph = capture(reference)
+        summary = graph.summary()
+        groups = fold_gemm_epilogues(graph, partition(graph))
+        if all(g.kind == "conv" for g in groups):
+            raise Unsupported(
+                "nothing to generate: the module is a convolution alone, which stays on cuDNN "
+                "(a candidate that only calls PyTorch would not be a CUDA implementation)"
+            )
+        cg = Codegen(graph, groups)
+        cuda = cg.cuda_source()
+        source = candidate_source(graph, groups, cg, cuda, reference.read_text(), header)
+    except (Unsupported, HeaderError) as exc:
+        return BuiltinCandidate(
+            handled=False,
+            reason=str(exc),
+            graph_summary=summary,
+            seconds=time.perf_counter() - start,
+        )
+    names = {k.group.gid: k.name for k in cg.kernels}
+    return BuiltinCandidate(
+        handled=True,
+        source=source,
+        groups=[_fusion_group(i, g, names.get(g.gid)) for i, g in enumerate(groups)],
+        graph_summary=summary,
+        cuda_source=cuda,
+        seconds=time.perf_counter() - start,
+    )
