@@ -14,11 +14,12 @@ and ModelNew checks its input shapes at run time). GEMMs call cuBLAS / cuBLASLt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 from stitch_lsp.compiler.catalog import EW
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import blas_operand, index_expr
-from stitch_lsp.compiler.partition import Group, reads
+from stitch_lsp.compiler.partition import Group, Layout, reads
 from stitch_lsp.compiler.recurrent import outputs_needed, rnn_launcher, rnn_preamble
 from stitch_lsp.compiler.templates import (
     CUBLAS_PREAMBLE,
@@ -427,6 +428,511 @@ def _indent(lines: list[str], n: int) -> list[str]:
     return [(" " * n + s) if s else s for s in lines]
 
 
+@dataclass(frozen=True)
+class _Slots:
+    """A reduction group's accumulators: one per distinct (kind, input, axes) reduction.
+
+    The input is the whole Use: two slices of one tensor (offsets, strides) are different
+    inputs. Every dict is keyed by the slot's name (s0, s1, ...), in the order slots are met,
+    which is the order of their declarations, shared memory and workspace pieces.
+    """
+
+    nodes: dict[str, list[Node]]
+    input: dict[str, Use]
+    kind: dict[str, str]
+    level: dict[str, int]  # the pass that accumulates the slot
+
+    @classmethod
+    def of(cls, g: Group) -> _Slots:
+        keys: dict[tuple[object, ...], str] = {}
+        slots = cls({}, {}, {}, {})
+        for n in g.nodes:
+            if n.kind != "reduce":
+                continue
+            x = n.args[0]
+            assert isinstance(x, Use)
+            key = (n.fn, x, tuple(cast("tuple[int, ...]", n.params["axes"])))
+            if key not in keys:
+                s = f"s{len(keys)}"
+                keys[key] = s
+                slots.nodes[s] = []
+                slots.input[s] = x
+                slots.kind[s] = n.fn
+                slots.level[s] = g.level[n.vid]
+            slots.nodes[keys[key]].append(n)
+        return slots
+
+    def state(self, s: str) -> str:
+        """The slot's C++ state type, whose id/push/comb the kernel calls."""
+        return STATE_TYPES[self.kind[s]]
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """How a reduction kernel spreads over the GPU, chosen statically for ASSUMED_SMS.
+
+    With `splits` > 1 the reduced dim is cut into `chunk`-long pieces, one block each, that
+    leave partial states in a workspace for a later pass to combine: too few rows (or column
+    blocks) would leave most SMs idle.
+    """
+
+    splits: int
+    chunk: int
+    tx: int = 0  # tile: threads along the contiguous kept dim
+    ty: int = 0  # tile: threads along the reduced dim
+    threads: int = 0  # row / chan: threads per block
+
+    @property
+    def split(self) -> bool:
+        return self.splits > 1
+
+
+def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
+    """Threads per block and blocks per row, from the layout's sizes alone."""
+    a, b, c = lay.dims
+    tile = lay.kind == "tile"
+    rlen, kept = lay.rlen, lay.kept
+    # Few rows and long ones: split each row over S blocks (partial states in a workspace).
+    splits = 1
+    if not tile and kept < 2 * ASSUMED_SMS:
+        splits = max(1, min(-(-2 * ASSUMED_SMS // kept), rlen // SPLIT_MIN_ELEMS))
+    chunk = rlen
+    if splits > 1:
+        chunk = -(-rlen // splits)
+        chunk = -(-chunk // 4) * 4
+        splits = -(-rlen // chunk)
+    if not tile:
+        items = chunk // 4 if vec_ok else chunk
+        threads = 32
+        while threads < 1024 and threads * 4 < items:
+            threads *= 2
+        return _Launch(splits, chunk, threads=threads)
+    # Wider rows of threads read longer contiguous runs, while there are blocks enough.
+    tx = 32
+    while tx < 128 and c > tx and -(-c // (2 * tx)) * a >= 2 * ASSUMED_SMS:
+        tx *= 2
+    ty = 1
+    while tx * ty < 1024 and ty * 8 < b:
+        ty *= 2
+    # Few column blocks and a long reduced dim: split it over S blocks too.
+    blocks = -(-c // tx) * min(a, 65535)
+    if blocks < 2 * ASSUMED_SMS and b >= 2048:
+        splits = max(1, min(-(-2 * ASSUMED_SMS // blocks), b // (ty * 64)))
+        if splits > 1:
+            chunk = -(-b // splits)
+            splits = -(-b // chunk)
+    return _Launch(splits, chunk, tx, ty)
+
+
+class _ReductionKernel:
+    """The kernel and launcher of one reduction group, built in stages.
+
+    The stages share the slots, the launch shape and one row-level scope (`scope`: values
+    computed once per kept row or column, such as a norm's rsqrt), and they must run in order:
+    each emits into that scope and registers what the next one reads.
+    """
+
+    def __init__(self, cg: Codegen, g: Group, gen: _GroupGen, args: list[Arg]) -> None:
+        lay = g.layout
+        assert lay is not None
+        self.cg, self.g, self.gen, self.args, self.lay = cg, g, gen, args, lay
+        self.tile = lay.kind == "tile"
+        self.slots = _Slots.of(g)
+        for s, kind in self.slots.kind.items():
+            if kind in ("argmax", "argmin"):
+                if lay.kind == "chan":
+                    raise Unsupported("argmax/argmin over several dims")
+                gen.arg_index[s] = "(f / K2) % R" if self.tile else "f - row * RLEN"
+        self.scope = _Scope("red", "kept")
+        gen.red_scope = self.scope
+        _, b, c = lay.dims
+        self.vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
+        self.shape = _launch_shape(lay, self.vec_ok)
+        # Reduced values (v<vid>) declared so far, visible to the later passes and the outputs.
+        self.field_memo: dict[object, str] = {}
+
+    def source(self) -> str:
+        """The kernel and its launcher: the body (accumulation passes, then the outputs) is
+        built alike for every layout; only the kernel's head and its launches differ."""
+        body: list[str] = []
+        for p in range(1, self.g.passes + 1):
+            body += self.accumulate_pass(p)
+        body += self.final_pass()
+        if self.tile:
+            return self.tile_kernel(body)
+        if self.shape.split:
+            return self.split_row_kernel(body)
+        return self.row_kernel(body)
+
+    # -- the loop over a thread's elements -----------------------------------------------------
+    def loop(self, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+        """A thread's walk over its elements of the reduced dim (for every kept row it owns).
+
+        Each loop is unrolled by hand into a main loop that takes several rows (tile) or
+        vectors (row) per step, each in its own block, then a remainder loop: with
+        `#pragma unroll` alone nvcc keeps an exit test between the copies (the trip count is
+        not known), so only one load is in flight per thread. The order in which a thread
+        accumulates its elements is unchanged.
+        """
+        if self.tile:
+            return self._tile_loop(push, stores)
+        out = []
+        if self.vec_ok:
+            body = self.gen.full_loop(True, push, stores)
+            out += [
+                "if constexpr (VEC) {",
+                *self._unrolled("J0 + threadIdx.x * 4", "(idx_t)blockDim.x * 4", 2, body, 2),
+                "} else {",
+            ]
+        else:
+            out.append("{")
+        body = self.gen.full_loop(False, push, stores)
+        out += [*self._unrolled("J0 + threadIdx.x", "(idx_t)blockDim.x", 4, body, 2), "}"]
+        return out
+
+    def _tile_loop(self, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+        """Tile layout: threads step along the reduced dim TY rows apart, four rows a step."""
+        body = self.gen.full_loop(False, push, stores)
+        out = ["if (valid) {", "  idx_t r = R0 + threadIdx.y;"]
+        out += ["  for (; r + 3 * TY < R1; r += 4 * TY) {"]
+        for u in range(4):
+            row = "r" if u == 0 else f"r + {u} * TY"
+            out += [
+                "    {",
+                f"      const idx_t f0 = (k1 * R + {row}) * K2 + k2;",
+                *_indent(body, 6),
+                "    }",
+            ]
+        out += [
+            "  }",
+            "  for (; r < R1; r += TY) {",
+            "    const idx_t f0 = (k1 * R + r) * K2 + k2;",
+            *_indent(body, 4),
+            "  }",
+            "}",
+        ]
+        return out
+
+    def _addr(self, j: str) -> str:
+        """Flat input index of element `j` of the current row (row) or channel (chan)."""
+        if self.lay.kind == "row":
+            return f"row * RLEN + {j}"
+        return f"((({j}) / R2) * K + row) * R2 + (({j}) % R2)"
+
+    def _unrolled(self, first: str, step: str, ways: int, body: list[str], ind: int) -> list[str]:
+        """Row / chan layout: `ways` copies of `body` per trip over [J0, J1), then the rest."""
+        pad = " " * ind
+        lines = [f"{pad}idx_t j = {first};"]
+        lines.append(f"{pad}for (; j + {ways - 1} * {step} < J1; j += {ways} * {step}) {{")
+        for u in range(ways):
+            jj = "j" if u == 0 else f"j + {u} * {step}"
+            lines += [
+                f"{pad}  {{",
+                f"{pad}    const idx_t f0 = {self._addr(jj)};",
+                *_indent(body, ind + 4),
+                f"{pad}  }}",
+            ]
+        lines += [
+            f"{pad}}}",
+            f"{pad}for (; j < J1; j += {step}) {{",
+            f"{pad}  const idx_t f0 = {self._addr('j')};",
+            *_indent(body, ind + 2),
+            f"{pad}}}",
+        ]
+        return lines
+
+    def _push_loop(self, push: list[tuple[str, int]]) -> list[str]:
+        """Reduction inputs that are group values are emitted; external ones are loaded."""
+        gen = self.gen
+        fixed: list[tuple[str, int]] = []
+        for s, vid in push:
+            if vid >= 0:
+                fixed.append((s, vid))
+                continue
+            # An external tensor reduced directly: make a pseudo identity node.
+            u = self.slots.input[s]
+            pseudo = Node(-(len(gen.nodes) + 1000), "ew", "add", [u, Const(0.0)], u.shape)
+            pseudo.fn = "identity"
+            gen.nodes[pseudo.vid] = pseudo
+            gen.g.space[pseudo.vid] = "full"
+            fixed.append((s, pseudo.vid))
+        return self.loop(fixed, [])
+
+    # -- passes --------------------------------------------------------------------------------
+    def allreduce(self, s: str) -> str:
+        """Combine the block's per-thread states of slot `s` into every thread's copy."""
+        st = self.slots.state(s)
+        if self.tile:
+            return f"{s} = column_allreduce<{st}, TY, TX>({s}, sm_{s});"
+        return f"{s} = block_allreduce<{st}>({s}, sm_{s});"
+
+    def accumulate_pass(self, p: int) -> list[str]:
+        """Pass `p` accumulates the slots whose inputs need the reduced values of pass p - 1
+        (a norm's variance needs its mean, softmax's sum of exponentials its max)."""
+        slots, gen, scope = self.slots, self.gen, self.scope
+        mine = [s for s in slots.kind if slots.level[s] == p]
+        scope.lines = []
+        scope.memo = dict(self.field_memo)
+        decl = [f"{slots.state(s)} {s} = {slots.state(s)}::id();" for s in mine]
+        push = [(s, slots.input[s].vid if slots.input[s].vid in gen.nodes else -1) for s in mine]
+        loop_lines = self._push_loop(push)
+        body = [f"// pass {p}: " + ", ".join(f"{slots.kind[s]}" for s in mine), *decl]
+        if self.shape.split:
+            body += self._split_pass(p, mine, loop_lines)
+        else:
+            body += scope.lines + loop_lines + [self.allreduce(s) for s in mine]
+            # Every pass shares one scope here: what this pass declared at row level (a
+            # norm's rsqrt) stays visible to the later passes, so it is not declared again.
+            self.field_memo.update(scope.memo)
+        for s in mine:
+            body += self._read_fields(s)
+        return body
+
+    def _split_pass(self, p: int, mine: list[str], loop_lines: list[str]) -> list[str]:
+        """A split pass runs in two launches: launch p leaves each block's partial state in
+        the workspace, and every later launch combines the row's S partials before going on."""
+        who = "threadIdx.y == 0 && valid" if self.tile else "threadIdx.x == 0"
+        write = [f"if ({who}) ws_{s}[kept * S + part] = {s};" for s in mine]
+        body = [
+            f"if constexpr (PASS == {p}) {{",
+            *_indent(self.scope.lines + loop_lines + [self.allreduce(s) for s in mine], 2),
+            *_indent(write, 2),
+            "}",
+            f"if constexpr (PASS > {p}) {{  // combine the row's partial states",
+        ]
+        for s in mine:
+            st = self.slots.state(s)
+            if self.tile:  # each thread owns a column: it reads the S partials itself
+                body.append(
+                    f"  if (valid) for (int q = 0; q < S; ++q) "
+                    f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);"
+                )
+            else:
+                body += [
+                    f"  for (int q = threadIdx.x; q < S; q += blockDim.x) "
+                    f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);",
+                    "  " + self.allreduce(s),
+                ]
+        body.append("}")
+        return body
+
+    def _read_fields(self, s: str) -> list[str]:
+        """Name the values the group's reduce nodes take from slot `s` (v<vid>)."""
+        lines = []
+        for n in self.slots.nodes[s]:
+            fieldname = str(n.params["field"])
+            expr = {
+                "sum": f"{s}.v",
+                "max": f"{s}.v" if self.slots.kind[s] != "softmax" else f"{s}.m",
+                "min": f"{s}.v",
+                "mean": f"{s}.mean",
+                "var": f"{s}.var()",
+                "sumexp": f"{s}.s",
+                "index": f"(long long){s}.i",
+            }[fieldname]
+            ctype = "long long" if fieldname == "index" else "float"
+            lines.append(f"const {ctype} v{n.vid} = {expr};")
+            self.field_memo[n.vid] = f"v{n.vid}"
+        return lines
+
+    # -- outputs -------------------------------------------------------------------------------
+    def final_pass(self) -> list[str]:
+        """The last walk: full-size outputs per element, then one thread stores the row's
+        reduced outputs and running statistics."""
+        g, gen, scope = self.g, self.gen, self.scope
+        full_out = [v for v in g.outputs if g.space[v] == "full"]
+        red_out = [v for v in g.outputs if g.space[v] == "red"]
+        scope.lines = []
+        scope.memo = dict(self.field_memo)
+        final = self.loop([], full_out) if full_out else []
+        pre_final = scope.lines
+        scope.lines = []
+        if self.tile:
+            guard = "threadIdx.y == 0 && valid" + (" && part == 0" if self.shape.split else "")
+        elif self.shape.split:
+            guard = "chunk == 0 && threadIdx.x == 0"
+        else:
+            guard = "threadIdx.x == 0"
+        tail: list[str] = []
+        for vid in red_out:
+            v = gen.value(vid, scope)
+            arg = gen.arg_of[vid]
+            tail.append(f"if ({guard}) {arg.name}[kept] = {v};")
+        for s in g.sinks:
+            tail += self._running_stats(s, guard)
+        final_lines = [*pre_final, *scope.lines, *final, *tail]
+        if self.shape.split:
+            return [
+                "// final pass: outputs",
+                f"if constexpr (PASS == {g.passes + 1}) {{",
+                *_indent(final_lines, 2),
+                "}",
+            ]
+        return ["// final pass: outputs", *final_lines]
+
+    def _running_stats(self, sink: Node, guard: str) -> list[str]:
+        """A batch norm in training also updates its running mean and variance buffers."""
+        gen = self.gen
+        mean, var, rm, rv, nbt = sink.uses
+        mv, vv = gen.value(mean.vid, self.scope), gen.value(var.vid, self.scope)
+        cnt = int(cast(int, sink.params["count"]))
+        unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
+        prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
+        if sink.params["momentum"] is None:
+            # Cumulative average: factor 1/(batches seen, this one included). The count is
+            # bumped by a separate launch after this kernel, so every block reads the old one.
+            mom, keep, bump = f"(1.f / (float)({pn}[0] + 1))", "", ""
+        else:
+            m = float(sink.params["momentum"])  # type: ignore[arg-type]
+            mom, keep = float_literal(m), float_literal(1 - m)
+            bump = f"  if (kept == 0) {pn}[0] += 1;"
+        return [
+            f"if ({guard}) {{  // running statistics, as {sink.origin} updates them in training",
+            f"  const float mom = {mom};",
+            f"  const float keep = {keep or '1.f - mom'};",
+            f"  {prm}[kept] = keep * {prm}[kept] + mom * {mv};",
+            f"  {prv}[kept] = keep * {prv}[kept] + mom * ({vv} * {float_literal(unbias)});",
+            *([bump] if bump else []),
+            "}",
+        ]
+
+    # -- kernel heads and launches -------------------------------------------------------------
+    def _smem(self) -> list[str]:
+        """Shared memory for each slot's block-wide combine."""
+        dims = "[TY][TX];" if self.tile else "[32];"
+        return [f"__shared__ {self.slots.state(s)} sm_{s}" + dims for s in self.slots.kind]
+
+    def _workspace(self) -> list[str]:
+        """Pointers to each slot's partial states (kept x S) in one workspace buffer."""
+        lines = []
+        offset = 0
+        for s in self.slots.kind:
+            st = self.slots.state(s)
+            lines.append(f"  {st}* __restrict__ ws_{s} = reinterpret_cast<{st}*>(ws + {offset});")
+            offset += -(-STATE_BYTES[st] * self.lay.kept * self.shape.splits // 16) * 16
+        self.cg.ws_bytes[self.g.gid] = offset
+        return lines
+
+    def _signature(self) -> str:
+        return self.cg._signature(self.g.name, self.args)
+
+    def _names(self) -> str:
+        """The kernel's arguments as its launcher passes them on."""
+        return ", ".join(x.name for x in self.args)
+
+    def _finish(self, head: list[str], body: list[str], args: list[Arg], launch: list[str]) -> str:
+        """Close the kernel's row loop and append its C launcher."""
+        src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
+        return src + "\n\n" + self.cg._launcher(self.g, args, launch)
+
+    def tile_kernel(self, body: list[str]) -> str:
+        """Tile layout: a TY x TX block per column block of K2, looping over K1 (grid.y)."""
+        g, sh, split = self.g, self.shape, self.shape.split
+        a, b, c = self.lay.dims
+        sig, names = self._signature(), self._names()
+        ws_lines = self._workspace() if split else []
+        head = [
+            "template <int PASS, bool VEC>" if split else "template <bool VEC>",
+            f"__global__ void __launch_bounds__({sh.tx * sh.ty}) {g.name}_kernel({sig}"
+            + (", unsigned char* __restrict__ ws) {" if split else ") {"),
+            f"  typedef {self.gen.idx_t} idx_t;",
+            f"  constexpr idx_t K1 = {a}, R = {b}, K2 = {c};",
+            f"  constexpr int TY = {sh.ty}, TX = {sh.tx};",
+            *(
+                [
+                    f"  constexpr idx_t S = {sh.splits}, RCH = {sh.chunk};",
+                    "  const idx_t part = blockIdx.z;",
+                    "  const idx_t R0 = part * RCH, R1 = (R0 + RCH < R) ? R0 + RCH : R;",
+                ]
+                if split
+                else ["  constexpr idx_t R0 = 0, R1 = R;"]
+            ),
+            *_indent(self._smem(), 2),
+            *ws_lines,
+            "  const idx_t k2 = (idx_t)blockIdx.x * TX + threadIdx.x;",
+            "  const bool valid = k2 < K2;",
+            "  for (idx_t k1 = blockIdx.y; k1 < K1; k1 += gridDim.y) {",
+            "    const idx_t kept = k1 * K2 + k2;",
+            "    (void)kept;",
+        ]
+        grid = f"dim3((unsigned)({-(-c // sh.tx)}), (unsigned)({min(a, 65535)}), {sh.splits})"
+        block = f"dim3({sh.tx}, {sh.ty})"
+        args = self.args
+        if split:
+            launch = [
+                f"{g.name}_kernel<{p}, false><<<{grid}, {block}, 0, stream>>>({names}, ws);"
+                for p in range(1, g.passes + 2)
+            ]
+            args = [*args, Arg("ws", -1, "unsigned char*", "ws")]
+        else:
+            launch = [f"{g.name}_kernel<false><<<{grid}, {block}, 0, stream>>>({names});"]
+        return self._finish(head, body, args, launch)
+
+    def _consts(self) -> str:
+        """Row / chan kernels' compile-time sizes."""
+        _, b, c = self.lay.dims
+        if self.lay.kind == "row":
+            return f"  constexpr idx_t K = {self.lay.kept}, RLEN = {self.lay.rlen};"
+        return f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {self.lay.rlen};"
+
+    def split_row_kernel(self, body: list[str]) -> str:
+        """Row / chan layout split over S blocks per row: one launch per pass, then outputs."""
+        g, sh = self.g, self.shape
+        sig, names = self._signature(), self._names()
+        head = [
+            "template <int PASS, bool VEC>",
+            f"__global__ void __launch_bounds__({sh.threads}) {g.name}_kernel({sig}, "
+            "unsigned char* __restrict__ ws) {",
+            f"  typedef {self.gen.idx_t} idx_t;",
+            self._consts(),
+            f"  constexpr idx_t S = {sh.splits}, CH = {sh.chunk};",
+            *_indent(self._smem(), 2),
+            *self._workspace(),
+            "  const idx_t row = blockIdx.y, chunk = blockIdx.x, kept = row, part = chunk;",
+            "  const idx_t J0 = chunk * CH, J1 = (J0 + CH < RLEN) ? J0 + CH : RLEN;",
+            "  (void)kept;",
+            "  {",
+        ]
+        grid, threads = f"dim3({sh.splits}, {self.lay.kept})", sh.threads
+        launch = []
+        for p in range(1, g.passes + 2):
+            launch += [
+                f"if (vec && {str(self.vec_ok).lower()}) {{",
+                f"  {g.name}_kernel<{p}, true><<<{grid}, {threads}, 0, stream>>>({names}, ws);",
+                "} else {",
+                f"  {g.name}_kernel<{p}, false><<<{grid}, {threads}, 0, stream>>>({names}, ws);",
+                "}",
+            ]
+        args_ws = [*self.args, Arg("ws", -1, "unsigned char*", "ws")]
+        return self._finish(head, body, args_ws, launch)
+
+    def row_kernel(self, body: list[str]) -> str:
+        """Row / chan layout, one block per row (or channel), grid-striding over the rows."""
+        g, threads = self.g, self.shape.threads
+        sig, names = self._signature(), self._names()
+        head = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
+            f"  typedef {self.gen.idx_t} idx_t;",
+            self._consts(),
+            *_indent(self._smem(), 2),
+            "  for (idx_t row = blockIdx.x; row < K; row += gridDim.x) {",
+            "    const idx_t kept = row;",
+            "    constexpr idx_t J0 = 0, J1 = RLEN;",
+            "    (void)kept;",
+        ]
+        per_sm = max(1, min(32, 2048 // threads))
+        grid = f"stitch_grid({self.lay.kept} * {threads}LL, {threads}, {per_sm})"
+        launch = [
+            f"if (vec && {str(self.vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
+            "}",
+        ]
+        return self._finish(head, body, self.args, launch)
+
+
 class Codegen:
     def __init__(self, graph: Graph, groups: list[Group]) -> None:
         self.graph = graph
@@ -560,393 +1066,7 @@ class Codegen:
         return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
 
     def _reduction(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
-        lay = g.layout
-        assert lay is not None
-        a, b, c = lay.dims
-        tile = lay.kind == "tile"
-        # Slots: one accumulator per distinct (kind, input) reduction. The input is the whole
-        # Use: two slices of one tensor (offsets, strides) are different inputs.
-        slots: dict[tuple[object, ...], str] = {}
-        slot_nodes: dict[str, list[Node]] = {}
-        slot_input: dict[str, Use] = {}
-        slot_kind: dict[str, str] = {}
-        slot_pass: dict[str, int] = {}
-        for n in g.nodes:
-            if n.kind != "reduce":
-                continue
-            x = n.args[0]
-            assert isinstance(x, Use)
-            key = (n.fn, x, tuple(n.params["axes"]))  # type: ignore[arg-type]
-            if key not in slots:
-                s = f"s{len(slots)}"
-                slots[key] = s
-                slot_nodes[s] = []
-                slot_input[s] = x
-                slot_kind[s] = n.fn
-                slot_pass[s] = g.level[n.vid]
-            slot_nodes[slots[key]].append(n)
-        for s, kind in slot_kind.items():
-            if kind in ("argmax", "argmin"):
-                if lay.kind == "chan":
-                    raise Unsupported("argmax/argmin over several dims")
-                gen.arg_index[s] = "(f / K2) % R" if tile else "f - row * RLEN"
-        passes = g.passes
-        rlen = lay.rlen
-        kept = lay.kept
-        red_scope = _Scope("red", "kept")
-        gen.red_scope = red_scope
-        vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
-        # Few rows and long ones: split each row over S blocks (partial states in a workspace).
-        splits = 1
-        if not tile and kept < 2 * ASSUMED_SMS:
-            splits = max(1, min(-(-2 * ASSUMED_SMS // kept), rlen // SPLIT_MIN_ELEMS))
-        chunk = rlen
-        if splits > 1:
-            chunk = -(-rlen // splits)
-            chunk = -(-chunk // 4) * 4
-            splits = -(-rlen // chunk)
-        if tile:
-            # Wider rows of threads read longer contiguous runs, while there are blocks enough.
-            tx = 32
-            while tx < 128 and c > tx and -(-c // (2 * tx)) * a >= 2 * ASSUMED_SMS:
-                tx *= 2
-            ty = 1
-            while tx * ty < 1024 and ty * 8 < b:
-                ty *= 2
-            # Few column blocks and a long reduced dim: split it over S blocks too.
-            blocks = -(-c // tx) * min(a, 65535)
-            if blocks < 2 * ASSUMED_SMS and b >= 2048:
-                splits = max(1, min(-(-2 * ASSUMED_SMS // blocks), b // (ty * 64)))
-                if splits > 1:
-                    chunk = -(-b // splits)
-                    splits = -(-b // chunk)
-        else:
-            items = chunk // 4 if vec_ok else chunk
-            threads = 32
-            while threads < 1024 and threads * 4 < items:
-                threads *= 2
-        split = splits > 1
-
-        def loop(push: list[tuple[str, int]], stores: list[int]) -> list[str]:
-            # Each loop is unrolled by hand into a main loop that takes several rows (tile) or
-            # vectors (row) per step, each in its own block, then a remainder loop: with
-            # `#pragma unroll` alone nvcc keeps an exit test between the copies (the trip
-            # count is not known), so only one load is in flight per thread. The order in
-            # which a thread accumulates its elements is unchanged.
-            if tile:
-                body = gen.full_loop(False, push, stores)
-                out = ["if (valid) {", "  idx_t r = R0 + threadIdx.y;"]
-                out += ["  for (; r + 3 * TY < R1; r += 4 * TY) {"]
-                for u in range(4):
-                    row = "r" if u == 0 else f"r + {u} * TY"
-                    out += [
-                        "    {",
-                        f"      const idx_t f0 = (k1 * R + {row}) * K2 + k2;",
-                        *_indent(body, 6),
-                        "    }",
-                    ]
-                out += [
-                    "  }",
-                    "  for (; r < R1; r += TY) {",
-                    "    const idx_t f0 = (k1 * R + r) * K2 + k2;",
-                    *_indent(body, 4),
-                    "  }",
-                    "}",
-                ]
-                return out
-
-            def addr(j: str) -> str:
-                if lay.kind == "row":
-                    return f"row * RLEN + {j}"
-                return f"((({j}) / R2) * K + row) * R2 + (({j}) % R2)"
-
-            def unrolled(first: str, step: str, ways: int, body: list[str], ind: int) -> list[str]:
-                pad = " " * ind
-                lines = [f"{pad}idx_t j = {first};"]
-                lines.append(f"{pad}for (; j + {ways - 1} * {step} < J1; j += {ways} * {step}) {{")
-                for u in range(ways):
-                    jj = "j" if u == 0 else f"j + {u} * {step}"
-                    lines += [
-                        f"{pad}  {{",
-                        f"{pad}    const idx_t f0 = {addr(jj)};",
-                        *_indent(body, ind + 4),
-                        f"{pad}  }}",
-                    ]
-                lines += [
-                    f"{pad}}}",
-                    f"{pad}for (; j < J1; j += {step}) {{",
-                    f"{pad}  const idx_t f0 = {addr('j')};",
-                    *_indent(body, ind + 2),
-                    f"{pad}}}",
-                ]
-                return lines
-
-            out = []
-            if vec_ok:
-                body = gen.full_loop(True, push, stores)
-                out += [
-                    "if constexpr (VEC) {",
-                    *unrolled("J0 + threadIdx.x * 4", "(idx_t)blockDim.x * 4", 2, body, 2),
-                    "} else {",
-                ]
-            else:
-                out.append("{")
-            body = gen.full_loop(False, push, stores)
-            out += [*unrolled("J0 + threadIdx.x", "(idx_t)blockDim.x", 4, body, 2), "}"]
-            return out
-
-        def allreduce(s: str) -> str:
-            st = STATE_TYPES[slot_kind[s]]
-            if tile:
-                return f"{s} = column_allreduce<{st}, TY, TX>({s}, sm_{s});"
-            return f"{s} = block_allreduce<{st}>({s}, sm_{s});"
-
-        field_memo: dict[object, str] = {}
-        body: list[str] = []
-        for p in range(1, passes + 1):
-            mine = [s for s in slots.values() if slot_pass[s] == p]
-            red_scope.lines = []
-            red_scope.memo = dict(field_memo)
-            decl = [
-                f"{STATE_TYPES[slot_kind[s]]} {s} = {STATE_TYPES[slot_kind[s]]}::id();"
-                for s in mine
-            ]
-            push = [(s, slot_input[s].vid if slot_input[s].vid in gen.nodes else -1) for s in mine]
-            loop_lines = self._push_loop(gen, loop, push, slot_input)
-            body += [f"// pass {p}: " + ", ".join(f"{slot_kind[s]}" for s in mine), *decl]
-            if split:
-                who = "threadIdx.y == 0 && valid" if tile else "threadIdx.x == 0"
-                write = [f"if ({who}) ws_{s}[kept * S + part] = {s};" for s in mine]
-                body += [
-                    f"if constexpr (PASS == {p}) {{",
-                    *_indent(red_scope.lines + loop_lines + [allreduce(s) for s in mine], 2),
-                    *_indent(write, 2),
-                    "}",
-                    f"if constexpr (PASS > {p}) {{  // combine the row's partial states",
-                ]
-                for s in mine:
-                    st = STATE_TYPES[slot_kind[s]]
-                    if tile:  # each thread owns a column: it reads the S partials itself
-                        body.append(
-                            f"  if (valid) for (int q = 0; q < S; ++q) "
-                            f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);"
-                        )
-                    else:
-                        body += [
-                            f"  for (int q = threadIdx.x; q < S; q += blockDim.x) "
-                            f"{s} = {st}::comb({s}, ws_{s}[kept * S + q]);",
-                            "  " + allreduce(s),
-                        ]
-                body.append("}")
-            else:
-                body += red_scope.lines + loop_lines + [allreduce(s) for s in mine]
-                # Every pass shares one scope here: what this pass declared at row level (a
-                # norm's rsqrt) stays visible to the later passes, so it is not declared again.
-                field_memo.update(red_scope.memo)
-            for s in mine:
-                for n in slot_nodes[s]:
-                    fieldname = str(n.params["field"])
-                    expr = {
-                        "sum": f"{s}.v",
-                        "max": f"{s}.v" if slot_kind[s] != "softmax" else f"{s}.m",
-                        "min": f"{s}.v",
-                        "mean": f"{s}.mean",
-                        "var": f"{s}.var()",
-                        "sumexp": f"{s}.s",
-                        "index": f"(long long){s}.i",
-                    }[fieldname]
-                    ctype = "long long" if fieldname == "index" else "float"
-                    body.append(f"const {ctype} v{n.vid} = {expr};")
-                    field_memo[n.vid] = f"v{n.vid}"
-        full_out = [v for v in g.outputs if g.space[v] == "full"]
-        red_out = [v for v in g.outputs if g.space[v] == "red"]
-        red_scope.lines = []
-        red_scope.memo = dict(field_memo)
-        final = loop([], full_out) if full_out else []
-        pre_final = red_scope.lines
-        red_scope.lines = []
-        if tile:
-            guard = "threadIdx.y == 0 && valid" + (" && part == 0" if split else "")
-        elif split:
-            guard = "chunk == 0 && threadIdx.x == 0"
-        else:
-            guard = "threadIdx.x == 0"
-        tail: list[str] = []
-        for vid in red_out:
-            v = gen.value(vid, red_scope)
-            arg = gen.arg_of[vid]
-            tail.append(f"if ({guard}) {arg.name}[kept] = {v};")
-        for s in g.sinks:
-            mean, var, rm, rv, nbt = s.uses
-            mv, vv = gen.value(mean.vid, red_scope), gen.value(var.vid, red_scope)
-            cnt = int(s.params["count"])  # type: ignore[arg-type]
-            unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
-            prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
-            if s.params["momentum"] is None:
-                # Cumulative average: factor 1/(batches seen, this one included). The count is
-                # bumped by a separate launch after this kernel, so every block reads the old one.
-                mom, keep, bump = f"(1.f / (float)({pn}[0] + 1))", "", ""
-            else:
-                m = float(s.params["momentum"])  # type: ignore[arg-type]
-                mom, keep = float_literal(m), float_literal(1 - m)
-                bump = f"  if (kept == 0) {pn}[0] += 1;"
-            tail += [
-                f"if ({guard}) {{  // running statistics, as {s.origin} updates them in training",
-                f"  const float mom = {mom};",
-                f"  const float keep = {keep or '1.f - mom'};",
-                f"  {prm}[kept] = keep * {prm}[kept] + mom * {mv};",
-                f"  {prv}[kept] = keep * {prv}[kept] + mom * ({vv} * {float_literal(unbias)});",
-                *([bump] if bump else []),
-                "}",
-            ]
-        final_lines = [*pre_final, *red_scope.lines, *final, *tail]
-        if split:
-            body += [
-                "// final pass: outputs",
-                f"if constexpr (PASS == {passes + 1}) {{",
-                *_indent(final_lines, 2),
-                "}",
-            ]
-        else:
-            body += ["// final pass: outputs", *final_lines]
-
-        sig = self._signature(g.name, args)
-        names = ", ".join(a.name for a in args)
-        smem = [
-            f"__shared__ {STATE_TYPES[slot_kind[s]]} sm_{s}" + ("[TY][TX];" if tile else "[32];")
-            for s in slots.values()
-        ]
-        if tile:
-            ws_lines = self._workspace(g, slots, slot_kind, kept, splits) if split else []
-            head = [
-                "template <int PASS, bool VEC>" if split else "template <bool VEC>",
-                f"__global__ void __launch_bounds__({tx * ty}) {g.name}_kernel({sig}"
-                + (", unsigned char* __restrict__ ws) {" if split else ") {"),
-                f"  typedef {gen.idx_t} idx_t;",
-                f"  constexpr idx_t K1 = {a}, R = {b}, K2 = {c};",
-                f"  constexpr int TY = {ty}, TX = {tx};",
-                *(
-                    [
-                        f"  constexpr idx_t S = {splits}, RCH = {chunk};",
-                        "  const idx_t part = blockIdx.z;",
-                        "  const idx_t R0 = part * RCH, R1 = (R0 + RCH < R) ? R0 + RCH : R;",
-                    ]
-                    if split
-                    else ["  constexpr idx_t R0 = 0, R1 = R;"]
-                ),
-                *_indent(smem, 2),
-                *ws_lines,
-                "  const idx_t k2 = (idx_t)blockIdx.x * TX + threadIdx.x;",
-                "  const bool valid = k2 < K2;",
-                "  for (idx_t k1 = blockIdx.y; k1 < K1; k1 += gridDim.y) {",
-                "    const idx_t kept = k1 * K2 + k2;",
-                "    (void)kept;",
-            ]
-            grid = f"dim3((unsigned)({-(-c // tx)}), (unsigned)({min(a, 65535)}), {splits})"
-            if split:
-                launch = [
-                    f"{g.name}_kernel<{p}, false><<<{grid}, dim3({tx}, {ty}), 0, stream>>>"
-                    f"({names}, ws);"
-                    for p in range(1, passes + 2)
-                ]
-                args = [*args, Arg("ws", -1, "unsigned char*", "ws")]
-            else:
-                launch = [
-                    f"{g.name}_kernel<false><<<{grid}, dim3({tx}, {ty}), 0, stream>>>({names});",
-                ]
-            src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
-            return src + "\n\n" + self._launcher(g, args, launch)
-        consts = (
-            f"  constexpr idx_t K = {kept}, RLEN = {rlen};"
-            if lay.kind == "row"
-            else f"  constexpr idx_t K = {b}, R2 = {c}, RLEN = {rlen};"
-        )
-        if split:
-            ws_lines = self._workspace(g, slots, slot_kind, kept, splits)
-            head = [
-                "template <int PASS, bool VEC>",
-                f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}, "
-                "unsigned char* __restrict__ ws) {",
-                f"  typedef {gen.idx_t} idx_t;",
-                consts,
-                f"  constexpr idx_t S = {splits}, CH = {chunk};",
-                *_indent(smem, 2),
-                *ws_lines,
-                "  const idx_t row = blockIdx.y, chunk = blockIdx.x, kept = row, part = chunk;",
-                "  const idx_t J0 = chunk * CH, J1 = (J0 + CH < RLEN) ? J0 + CH : RLEN;",
-                "  (void)kept;",
-                "  {",
-            ]
-            grid = f"dim3({splits}, {kept})"
-            launch = []
-            for p in range(1, passes + 2):
-                launch += [
-                    f"if (vec && {str(vec_ok).lower()}) {{",
-                    f"  {g.name}_kernel<{p}, true><<<{grid}, {threads}, 0, stream>>>({names}, ws);",
-                    "} else {",
-                    f"  {g.name}_kernel<{p}, false><<<{grid}, {threads}, 0, stream>>>"
-                    f"({names}, ws);",
-                    "}",
-                ]
-            args_ws = [*args, Arg("ws", -1, "unsigned char*", "ws")]
-            src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
-            return src + "\n\n" + self._launcher(g, args_ws, launch)
-        head = [
-            "template <bool VEC>",
-            f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
-            f"  typedef {gen.idx_t} idx_t;",
-            consts,
-            *_indent(smem, 2),
-            "  for (idx_t row = blockIdx.x; row < K; row += gridDim.x) {",
-            "    const idx_t kept = row;",
-            "    constexpr idx_t J0 = 0, J1 = RLEN;",
-            "    (void)kept;",
-        ]
-        per_sm = max(1, min(32, 2048 // threads))
-        grid = f"stitch_grid({kept} * {threads}LL, {threads}, {per_sm})"
-        launch = [
-            f"if (vec && {str(vec_ok).lower()}) {{",
-            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
-            "} else {",
-            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
-            "}",
-        ]
-        src = "\n".join([*head, *_indent(body, 4), "  }", "}"])
-        return src + "\n\n" + self._launcher(g, args, launch)
-
-    def _workspace(
-        self,
-        g: Group,
-        slots: dict[tuple[object, ...], str],
-        slot_kind: dict[str, str],
-        kept: int,
-        splits: int,
-    ) -> list[str]:
-        """Pointers to each slot's partial states (kept x S) in one workspace buffer."""
-        lines = []
-        offset = 0
-        for s in slots.values():
-            st = STATE_TYPES[slot_kind[s]]
-            lines.append(f"  {st}* __restrict__ ws_{s} = reinterpret_cast<{st}*>(ws + {offset});")
-            offset += -(-STATE_BYTES[st] * kept * splits // 16) * 16
-        self.ws_bytes[g.gid] = offset
-        return lines
-
-    def _push_loop(self, gen, loop, push, slot_input):  # type: ignore[no-untyped-def]
-        """Reduction inputs that are group values are emitted; external ones are loaded."""
-        fixed: list[tuple[str, int]] = []
-        for s, vid in push:
-            if vid >= 0:
-                fixed.append((s, vid))
-                continue
-            # An external tensor reduced directly: make a pseudo identity node.
-            u = slot_input[s]
-            pseudo = Node(-(len(gen.nodes) + 1000), "ew", "add", [u, Const(0.0)], u.shape)
-            pseudo.fn = "identity"
-            gen.nodes[pseudo.vid] = pseudo
-            gen.g.space[pseudo.vid] = "full"
-            fixed.append((s, pseudo.vid))
-        return loop(fixed, [])
+        return _ReductionKernel(self, g, gen, args).source()
 
     # -- GEMM ----------------------------------------------------------------------------------
     def gemm(self, g: Group) -> GroupKernel:
