@@ -313,24 +313,13 @@ def _align(n: int) -> int:
     return -(-n // 64) * 64  # floats: 256-byte aligned pieces
 
 
-def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
-    spec: RnnSpec = rnn.params["spec"]  # type: ignore[assignment]
-    s = spec
-    L, D, T, B, IN, H, G = (
-        s.layers,
-        s.directions,
-        s.seq_len,
-        s.batch,
-        s.input_size,
-        s.hidden,
-        s.gates,
-    )
-    GH = G * H
-    mode = MODES[s.mode]
+def _workspace_pieces(s: RnnSpec, outs: RnnOutputs) -> dict[str, int]:
+    """Sizes in floats of the workspace pieces, in the order they are laid out: projections,
+    packed weights and the states and sequences the graph does not read."""
+    L, D, T, B, H, GH = s.layers, s.directions, s.seq_len, s.batch, s.hidden, s.gates * s.hidden
     wave = uses_wavefront(s)
-    # Workspace pieces, in floats.
-    pieces: dict[str, int] = {"xg": D * T * B * GH, "hg": D * B * GH}
     fused = wave and s.mode != "gru"
+    pieces: dict[str, int] = {"xg": D * T * B * GH, "hg": D * B * GH}
     if wave:  # see _wave_body
         pieces = {"xg": T * B * GH, "hg": L * B * GH}
         if fused:
@@ -349,14 +338,11 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
         pieces["c"] = L * D * B * H
     if D == 2:
         pieces["whh"] = 2 * GH * H
-    offset = 0
-    ws_at: dict[str, int] = {}
-    for key, n in pieces.items():
-        ws_at[key] = offset
-        offset += _align(n)
-    ws_bytes = offset * 4
+    return pieces
 
-    inputs = [u.vid for u in rnn.uses]
+
+def _launcher_params(s: RnnSpec, outs: RnnOutputs) -> tuple[list[str], list[int]]:
+    """The launcher's C parameters, and the vids of the outputs it writes, in order."""
     params = ["const float* x"]
     if s.has_h0:
         params.append("const float* h0")
@@ -384,11 +370,24 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
         params.append(f"float* c_at{k}")
         out_vids.append(vid)
     params += ["unsigned char* ws", "cudaStream_t stream"]
+    return params, out_vids
 
-    def w(kind: str, layer: int, d: int) -> str:
-        return f"{kind}_l{layer}" + ("_reverse" if d else "")
 
-    state_bytes = D * B * H * 4
+def _w(kind: str, layer: int, d: int) -> str:
+    """A weight's parameter name, as `_launcher_params` spells PyTorch's."""
+    return f"{kind}_l{layer}" + ("_reverse" if d else "")
+
+
+def _prologue(
+    s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int], name: str, params: list[str]
+) -> list[str]:
+    """The launcher's head: cuBLAS on the stream, and where the states and projections live.
+
+    The states are written in place when the graph reads them (h_n, c_n), else they stay in
+    the workspace; a fused wavefront keeps them as [B][L+1][H] and copies h_n out at the end.
+    """
+    D, B, H = s.directions, s.batch, s.hidden
+    fused = uses_wavefront(s) and s.mode != "gru"
     h_ptr = "h_n" if outs.h_n is not None else f"wsf + {ws_at.get('h', 0)}"
     if fused:
         h_ptr = f"wsf + {ws_at['hw']}"  # [B][L+1][H]; h_n is copied out at the end
@@ -418,103 +417,145 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
     lines.append(
         "  const StitchRnnPick no_picks = {0, {0, 0, 0, 0}, {nullptr, nullptr, nullptr, nullptr}};"
     )
-    mode_t = f"{mode}, {D}, {'true' if s.bias else 'false'}, {'true' if s.batch_first else 'false'}"
-    layers = range(0 if wave else L)
-    if wave:
-        lines += _wave_body(s, outs, ws_at)
-    for layer in layers:
-        prev = "seq_a" if (layer - 1) % 2 == 0 else "seq_b"
-        in_ptr = "x" if layer == 0 else f"wsf + {ws_at[prev]}"
-        in_w = IN if layer == 0 else D * H
-        if layer == L - 1:
-            out_ptr = "seq_out" if outs.seq is not None else "nullptr"
-        else:
-            out_ptr = f"wsf + {ws_at['seq_a' if layer % 2 == 0 else 'seq_b']}"
-        hl = f"hs + {layer * D * B * H}"
-        cl = f"cs + {layer * D * B * H}" if s.mode == "lstm" else "nullptr"
-        lines += [
-            f"  // layer {layer}: input projection of all {T} steps, one GEMM per direction",
-            "  {",
-            f"    float* hl = {hl};",
-            f"    float* cl = {cl};",
-            f"    float* out = {out_ptr};",
+    return lines
+
+
+def _layer_states(s: RnnSpec, layer: int) -> list[str]:
+    """A layer's initial h (and c) for every direction: copied from h0 / c0, or zeros."""
+    state = s.directions * s.batch * s.hidden
+    state_bytes = state * 4
+    if s.has_h0:
+        lines = [
+            f"    ce = cudaMemcpyAsync(hl, h0 + {layer * state}, {state_bytes}, "
+            "cudaMemcpyDeviceToDevice, stream);"
         ]
-        if s.has_h0:
+    else:
+        lines = [f"    ce = cudaMemsetAsync(hl, 0, {state_bytes}, stream);"]
+    lines.append("    if (ce != cudaSuccess) return (int)ce;")
+    if s.mode == "lstm":
+        if s.has_c0:
             lines.append(
-                f"    ce = cudaMemcpyAsync(hl, h0 + {layer * D * B * H}, {state_bytes}, "
+                f"    ce = cudaMemcpyAsync(cl, c0 + {layer * state}, {state_bytes}, "
                 "cudaMemcpyDeviceToDevice, stream);"
             )
         else:
-            lines.append(f"    ce = cudaMemsetAsync(hl, 0, {state_bytes}, stream);")
+            lines.append(f"    ce = cudaMemsetAsync(cl, 0, {state_bytes}, stream);")
         lines.append("    if (ce != cudaSuccess) return (int)ce;")
-        if s.mode == "lstm":
-            if s.has_c0:
-                lines.append(
-                    f"    ce = cudaMemcpyAsync(cl, c0 + {layer * D * B * H}, {state_bytes}, "
-                    "cudaMemcpyDeviceToDevice, stream);"
-                )
-            else:
-                lines.append(f"    ce = cudaMemsetAsync(cl, 0, {state_bytes}, stream);")
-            lines.append("    if (ce != cudaSuccess) return (int)ce;")
-        for d in range(D):
-            lines += [
-                f"    st = cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {T * B}, {in_w}, "
-                f"&one, {w('w_ih', layer, d)}, CUDA_R_32F, {in_w}, {in_ptr}, CUDA_R_32F, {in_w}, "
-                f"&zero, xg + {d * T * B * GH}, CUDA_R_32F, {GH}, CUBLAS_COMPUTE_32F, "
-                "CUBLAS_GEMM_DEFAULT);",
-                "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
-            ]
-        if D == 2:
-            whh = f"wsf + {ws_at['whh']}"
-            lines += [
-                "    // both directions' W_hh side by side, for one batched GEMM per step",
-                f"    ce = cudaMemcpyAsync({whh}, {w('w_hh', layer, 0)}, {GH * H * 4}, "
-                "cudaMemcpyDeviceToDevice, stream);",
-                "    if (ce != cudaSuccess) return (int)ce;",
-                f"    ce = cudaMemcpyAsync({whh} + {GH * H}, {w('w_hh', layer, 1)}, {GH * H * 4}, "
-                "cudaMemcpyDeviceToDevice, stream);",
-                "    if (ce != cudaSuccess) return (int)ce;",
-            ]
-        if s.bias:
-            ih = ", ".join(w("b_ih", layer, d) for d in range(D)) + (", nullptr" if D == 1 else "")
-            hh = ", ".join(w("b_hh", layer, d) for d in range(D)) + (", nullptr" if D == 1 else "")
-            lines.append(f"    const StitchRnnBias bias = {{{{{ih}}}, {{{hh}}}}};")
-        else:
-            lines.append("    const StitchRnnBias bias = {{nullptr, nullptr}, {nullptr, nullptr}};")
-        picks = "last_picks" if (layer == L - 1 and outs.picks) else "no_picks"
-        if D == 1:
-            gemm = (
-                f"cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
-                f"{w('w_hh', layer, 0)}, CUDA_R_32F, {H}, hl, CUDA_R_32F, {H}, &zero, hg, "
-                f"CUDA_R_32F, {GH}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
-            )
-        else:
-            gemm = (
-                f"cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
-                f"wsf + {ws_at['whh']}, CUDA_R_32F, {H}, {GH * H}LL, hl, CUDA_R_32F, {H}, "
-                f"{B * H}LL, &zero, hg, CUDA_R_32F, {GH}, {B * GH}LL, 2, CUBLAS_COMPUTE_32F, "
-                "CUBLAS_GEMM_DEFAULT)"
-            )
-        first_hg = "true" if s.has_h0 else "false"
+    return lines
+
+
+def _input_projection(s: RnnSpec, ws_at: dict[str, int], layer: int) -> list[str]:
+    """All T steps' input projections, one GEMM per direction; with two directions the
+    W_hh are also packed side by side, for one batched GEMM per step."""
+    D, T, B, H, GH = s.directions, s.seq_len, s.batch, s.hidden, s.gates * s.hidden
+    prev = "seq_a" if (layer - 1) % 2 == 0 else "seq_b"
+    in_ptr = "x" if layer == 0 else f"wsf + {ws_at[prev]}"
+    in_w = s.input_size if layer == 0 else D * H
+    lines = []
+    for d in range(D):
         lines += [
-            f"    // {T} steps: h_(t-1) W_hh^T on cuBLAS, then one fused gate/state kernel",
-            f"    for (int s = 0; s < {T}; ++s) {{",
-            f"      const bool with_h = s > 0 || {first_hg};",
-            "      if (with_h) {",
-            f"        st = {gemm};",
-            "        if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
-            f"        stitch_rnn_step<{mode_t}, true><<<grid, 256, 0, stream>>>(",
-            f"            {T}, {B}, {H}, s, xg, hg, bias, hl, cl, out, {picks});",
-            "      } else {",
-            f"        stitch_rnn_step<{mode_t}, false><<<grid, 256, 0, stream>>>(",
-            f"            {T}, {B}, {H}, s, xg, nullptr, bias, hl, cl, out, {picks});",
-            "      }",
-            "      ce = cudaPeekAtLastError();",
-            "      if (ce != cudaSuccess) return (int)ce;",
-            "    }",
-            "  }",
+            f"    st = cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {T * B}, {in_w}, "
+            f"&one, {_w('w_ih', layer, d)}, CUDA_R_32F, {in_w}, {in_ptr}, CUDA_R_32F, {in_w}, "
+            f"&zero, xg + {d * T * B * GH}, CUDA_R_32F, {GH}, CUBLAS_COMPUTE_32F, "
+            "CUBLAS_GEMM_DEFAULT);",
+            "    if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
         ]
+    if D == 2:
+        whh = f"wsf + {ws_at['whh']}"
+        lines += [
+            "    // both directions' W_hh side by side, for one batched GEMM per step",
+            f"    ce = cudaMemcpyAsync({whh}, {_w('w_hh', layer, 0)}, {GH * H * 4}, "
+            "cudaMemcpyDeviceToDevice, stream);",
+            "    if (ce != cudaSuccess) return (int)ce;",
+            f"    ce = cudaMemcpyAsync({whh} + {GH * H}, {_w('w_hh', layer, 1)}, {GH * H * 4}, "
+            "cudaMemcpyDeviceToDevice, stream);",
+            "    if (ce != cudaSuccess) return (int)ce;",
+        ]
+    return lines
+
+
+def _layer_bias(s: RnnSpec, layer: int) -> str:
+    """The biases the gate kernel adds, one pair of pointers per direction (or none)."""
+    D = s.directions
+    if not s.bias:
+        return "    const StitchRnnBias bias = {{nullptr, nullptr}, {nullptr, nullptr}};"
+    ih = ", ".join(_w("b_ih", layer, d) for d in range(D)) + (", nullptr" if D == 1 else "")
+    hh = ", ".join(_w("b_hh", layer, d) for d in range(D)) + (", nullptr" if D == 1 else "")
+    return f"    const StitchRnnBias bias = {{{{{ih}}}, {{{hh}}}}};"
+
+
+def _time_steps(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int], layer: int) -> list[str]:
+    """A layer's T steps: the hidden-side GEMM for every direction (skipped at step 0 when
+    the state starts at zero), then the fused gate and state kernel."""
+    L, D, T, B, H, GH = s.layers, s.directions, s.seq_len, s.batch, s.hidden, s.gates * s.hidden
+    mode_t = (
+        f"{MODES[s.mode]}, {D}, {'true' if s.bias else 'false'}, "
+        f"{'true' if s.batch_first else 'false'}"
+    )
+    picks = "last_picks" if (layer == L - 1 and outs.picks) else "no_picks"
+    if D == 1:
+        gemm = (
+            f"cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
+            f"{_w('w_hh', layer, 0)}, CUDA_R_32F, {H}, hl, CUDA_R_32F, {H}, &zero, hg, "
+            f"CUDA_R_32F, {GH}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
+        )
+    else:
+        gemm = (
+            f"cublasGemmStridedBatchedEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {B}, {H}, &one, "
+            f"wsf + {ws_at['whh']}, CUDA_R_32F, {H}, {GH * H}LL, hl, CUDA_R_32F, {H}, "
+            f"{B * H}LL, &zero, hg, CUDA_R_32F, {GH}, {B * GH}LL, 2, CUBLAS_COMPUTE_32F, "
+            "CUBLAS_GEMM_DEFAULT)"
+        )
+    first_hg = "true" if s.has_h0 else "false"
+    return [
+        f"    // {T} steps: h_(t-1) W_hh^T on cuBLAS, then one fused gate/state kernel",
+        f"    for (int s = 0; s < {T}; ++s) {{",
+        f"      const bool with_h = s > 0 || {first_hg};",
+        "      if (with_h) {",
+        f"        st = {gemm};",
+        "        if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",
+        f"        stitch_rnn_step<{mode_t}, true><<<grid, 256, 0, stream>>>(",
+        f"            {T}, {B}, {H}, s, xg, hg, bias, hl, cl, out, {picks});",
+        "      } else {",
+        f"        stitch_rnn_step<{mode_t}, false><<<grid, 256, 0, stream>>>(",
+        f"            {T}, {B}, {H}, s, xg, nullptr, bias, hl, cl, out, {picks});",
+        "      }",
+        "      ce = cudaPeekAtLastError();",
+        "      if (ce != cudaSuccess) return (int)ce;",
+        "    }",
+    ]
+
+
+def _layer(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int], layer: int) -> list[str]:
+    """One layer of the layer-by-layer path; sequences ping-pong between seq_a and seq_b,
+    and the last layer writes the output sequence (when the graph reads it)."""
+    L, D, T, B, H = s.layers, s.directions, s.seq_len, s.batch, s.hidden
+    if layer == L - 1:
+        out_ptr = "seq_out" if outs.seq is not None else "nullptr"
+    else:
+        out_ptr = f"wsf + {ws_at['seq_a' if layer % 2 == 0 else 'seq_b']}"
+    hl = f"hs + {layer * D * B * H}"
+    cl = f"cs + {layer * D * B * H}" if s.mode == "lstm" else "nullptr"
+    return [
+        f"  // layer {layer}: input projection of all {T} steps, one GEMM per direction",
+        "  {",
+        f"    float* hl = {hl};",
+        f"    float* cl = {cl};",
+        f"    float* out = {out_ptr};",
+        *_layer_states(s, layer),
+        *_input_projection(s, ws_at, layer),
+        _layer_bias(s, layer),
+        *_time_steps(s, outs, ws_at, layer),
+        "  }",
+    ]
+
+
+def _copy_outputs(s: RnnSpec, outs: RnnOutputs) -> list[str]:
+    """Selected state rows (h_n[i], c_n[i]), and a fused wavefront's h_n, out of the states."""
+    L, B, H = s.layers, s.batch, s.hidden
+    fused = uses_wavefront(s) and s.mode != "gru"
     row_bytes = B * H * 4
+    lines = []
     if fused:
         dsts = [(f"h_n + {layer * B * H}", layer) for layer in range(L) if outs.h_n is not None]
         dsts += [(f"h_at{k}", row) for k, (row, _) in enumerate(outs.h_at)]
@@ -536,27 +577,71 @@ def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
             "cudaMemcpyDeviceToDevice, stream);",
             "  if (ce != cudaSuccess) return (int)ce;",
         ]
-    lines += ["  return (int)cudaGetLastError();", "}"]
+    return lines
+
+
+def _launch_comment(rnn: Node, s: RnnSpec) -> str:
+    """What the launcher runs and how, for the candidate's comments and the group summary."""
+    L, D, T = s.layers, s.directions, s.seq_len
     kind = {"rnn_tanh": "RNN (tanh)", "rnn_relu": "RNN (relu)", "lstm": "LSTM", "gru": "GRU"}
     what = (
         f"{kind[s.mode]}: {L} layer(s), {'bidirectional' if D == 2 else 'one direction'}, "
-        f"T={T}, B={B}, input {IN}, hidden {H}"
+        f"T={T}, B={s.batch}, input {s.input_size}, hidden {s.hidden}"
         + (", batch_first" if s.batch_first else "")
         + ("" if s.bias else ", no bias")
     )
-    comment = (
-        f"{rnn.origin}: {what}; input projections as {L * D} GEMM(s), "
-        f"{L * T} step GEMMs + {L * T} fused gate kernels"
-    )
-    if wave:
+    if uses_wavefront(s):
         steps = T + L - 1
+        fused = s.mode != "gru"
         per = "1 batched GEMM (both sides)" if fused else "2 batched GEMMs"
-        comment = (
+        return (
             f"{rnn.origin}: {what}; layer wavefront: layer 0's input projection as one GEMM, "
             f"then {steps} diagonal steps of {per} + 1 fused gate kernel"
         )
+    return (
+        f"{rnn.origin}: {what}; input projections as {L * D} GEMM(s), "
+        f"{L * T} step GEMMs + {L * T} fused gate kernels"
+    )
+
+
+def rnn_launcher(rnn: Node, outs: RnnOutputs, name: str) -> RnnLaunch:
+    """The C launcher that runs a whole recurrent module on one stream, and its arguments."""
+    s: RnnSpec = rnn.params["spec"]  # type: ignore[assignment]
+    offset = 0
+    ws_at: dict[str, int] = {}
+    for key, n in _workspace_pieces(s, outs).items():
+        ws_at[key] = offset
+        offset += _align(n)
+    params, out_vids = _launcher_params(s, outs)
+    lines = _prologue(s, outs, ws_at, name, params)
+    if uses_wavefront(s):
+        lines += _wave_body(s, outs, ws_at)
+    else:
+        for layer in range(s.layers):
+            lines += _layer(s, outs, ws_at, layer)
+    lines += _copy_outputs(s, outs)
+    lines += ["  return (int)cudaGetLastError();", "}"]
+    comment = _launch_comment(rnn, s)
     source = f"// {comment}\n" + "\n".join(lines)
-    return RnnLaunch(name, source, inputs, out_vids, ws_bytes, comment)
+    inputs = [u.vid for u in rnn.uses]
+    return RnnLaunch(name, source, inputs, out_vids, offset * 4, comment)
+
+
+def _check(call: str) -> list[str]:
+    """A CUDA runtime call whose error the launcher returns."""
+    return [f"  ce = {call};", "  if (ce != cudaSuccess) return (int)ce;"]
+
+
+def _copy(dst: str, src: str, nbytes: int) -> list[str]:
+    return _check(f"cudaMemcpyAsync({dst}, {src}, {nbytes}, cudaMemcpyDeviceToDevice, stream)")
+
+
+def _copy2d(dst: str, dpitch: int, src: str, spitch: int, width: int, rows: int) -> list[str]:
+    """A strided copy; pitches and width in floats."""
+    return _check(
+        f"cudaMemcpy2DAsync({dst}, {dpitch * 4}, {src}, {spitch * 4}, {width * 4}, {rows}, "
+        "cudaMemcpyDeviceToDevice, stream)"
+    )
 
 
 def _wave_body(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int]) -> list[str]:
@@ -569,9 +654,7 @@ def _wave_body(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int]) -> list[str]
     for every active layer: the states live as [B][L+1][H] (slot 0 zero), and layer l's operand
     [h_(l-1,t), h_(l,t-1)] is 2H contiguous floats per batch row, against [W_ih_l | W_hh_l]
     (layer 0: [0 | W_hh_0]). GRU keeps two GEMMs per step (its r gate needs the sides apart)."""
-    L, T, B, IN, H, GH = s.layers, s.seq_len, s.batch, s.input_size, s.hidden, s.gates * s.hidden
     fused = s.mode != "gru"
-    state = B * H
     bias_ptrs = (
         [f"  float* bih = wsf + {ws_at['bih']};", f"  float* bhh = wsf + {ws_at['bhh']};"]
         if s.bias
@@ -586,57 +669,68 @@ def _wave_body(s: RnnSpec, outs: RnnOutputs, ws_at: dict[str, int]) -> list[str]
             f"  float* wih = wsf + {ws_at['wih']};",
             f"  float* whh = wsf + {ws_at['whh']};",
         ]
-    lines.append("  // every layer's weights side by side, so one strided-batched GEMM serves all")
+    return lines + _wave_weights(s) + _wave_states(s) + _wave_steps(s, outs)
 
-    def check(call: str) -> list[str]:
-        return [f"  ce = {call};", "  if (ce != cudaSuccess) return (int)ce;"]
 
-    def copy(dst: str, src: str, nbytes: int) -> list[str]:
-        return check(f"cudaMemcpyAsync({dst}, {src}, {nbytes}, cudaMemcpyDeviceToDevice, stream)")
-
-    def copy2d(dst: str, dpitch: int, src: str, spitch: int, width: int, rows: int) -> list[str]:
-        return check(
-            f"cudaMemcpy2DAsync({dst}, {dpitch * 4}, {src}, {spitch * 4}, {width * 4}, {rows}, "
-            "cudaMemcpyDeviceToDevice, stream)"
-        )
-
+def _wave_weights(s: RnnSpec) -> list[str]:
+    """Every layer's weights packed side by side ([0 | W_hh_0], [W_ih_l | W_hh_l] when fused),
+    so that one strided-batched GEMM per side serves all active layers."""
+    L, H, GH = s.layers, s.hidden, s.gates * s.hidden
+    fused = s.mode != "gru"
+    lines = ["  // every layer's weights side by side, so one strided-batched GEMM serves all"]
     for layer in range(L):
         if fused:
             block = f"wcat + {layer * GH * 2 * H}"
             if layer == 0:
-                lines += check(f"cudaMemsetAsync({block}, 0, {GH * 2 * H * 4}, stream)")
+                lines += _check(f"cudaMemsetAsync({block}, 0, {GH * 2 * H * 4}, stream)")
             else:
-                lines += copy2d(block, 2 * H, f"w_ih_l{layer}", H, H, GH)
-            lines += copy2d(f"{block} + {H}", 2 * H, f"w_hh_l{layer}", H, H, GH)
+                lines += _copy2d(block, 2 * H, f"w_ih_l{layer}", H, H, GH)
+            lines += _copy2d(f"{block} + {H}", 2 * H, f"w_hh_l{layer}", H, H, GH)
         else:
-            lines += copy(f"whh + {layer * GH * H}", f"w_hh_l{layer}", GH * H * 4)
+            lines += _copy(f"whh + {layer * GH * H}", f"w_hh_l{layer}", GH * H * 4)
             if layer:
-                lines += copy(f"wih + {(layer - 1) * GH * H}", f"w_ih_l{layer}", GH * H * 4)
+                lines += _copy(f"wih + {(layer - 1) * GH * H}", f"w_ih_l{layer}", GH * H * 4)
         if s.bias:
-            lines += copy(f"bih + {layer * GH}", f"b_ih_l{layer}", GH * 4)
-            lines += copy(f"bhh + {layer * GH}", f"b_hh_l{layer}", GH * 4)
-    lines.append("  // initial states")
+            lines += _copy(f"bih + {layer * GH}", f"b_ih_l{layer}", GH * 4)
+            lines += _copy(f"bhh + {layer * GH}", f"b_hh_l{layer}", GH * 4)
+    return lines
+
+
+def _wave_states(s: RnnSpec) -> list[str]:
+    """Initial states from h0 / c0 or zeros; fused, h goes into slots 1..L of [B][L+1][H]."""
+    L, B, H = s.layers, s.batch, s.hidden
+    state, fused = B * H, s.mode != "gru"
+    lines = ["  // initial states"]
     if fused:
-        lines += check(f"cudaMemsetAsync(hs, 0, {B * (L + 1) * H * 4}, stream)")
+        lines += _check(f"cudaMemsetAsync(hs, 0, {B * (L + 1) * H * 4}, stream)")
         if s.has_h0:
             for layer in range(L):
-                lines += copy2d(
+                lines += _copy2d(
                     f"hs + {(layer + 1) * H}", (L + 1) * H, f"h0 + {layer * state}", H, H, B
                 )
     elif s.has_h0:
-        lines += copy("hs", "h0", L * state * 4)
+        lines += _copy("hs", "h0", L * state * 4)
     else:
-        lines += check(f"cudaMemsetAsync(hs, 0, {L * state * 4}, stream)")
+        lines += _check(f"cudaMemsetAsync(hs, 0, {L * state * 4}, stream)")
     if s.mode == "lstm":
         if s.has_c0:
-            lines += copy("cs", "c0", L * state * 4)
+            lines += _copy("cs", "c0", L * state * 4)
         else:
-            lines += check(f"cudaMemsetAsync(cs, 0, {L * state * 4}, stream)")
+            lines += _check(f"cudaMemsetAsync(cs, 0, {L * state * 4}, stream)")
+    return lines
+
+
+def _wave_steps(s: RnnSpec, outs: RnnOutputs) -> list[str]:
+    """Layer 0's input projection, then the T + L - 1 diagonal steps: the batched GEMMs of
+    the active layers [lo, hi], then one gate kernel for all of them."""
+    L, T, B, IN, H, GH = s.layers, s.seq_len, s.batch, s.input_size, s.hidden, s.gates * s.hidden
+    fused = s.mode != "gru"
+    state = B * H
     picks = "last_picks" if outs.picks else "no_picks"
     seq = "seq_out" if outs.seq is not None else "nullptr"
     flags = f"{MODES[s.mode]}, {'true' if s.bias else 'false'}, "
     flags += ("true" if s.batch_first else "false") + (", true" if fused else ", false")
-    lines += [
+    lines = [
         f"  // layer 0: input projection of all {T} steps in one GEMM",
         f"  st = cublasGemmEx(hdl, CUBLAS_OP_T, CUBLAS_OP_N, {GH}, {T * B}, {IN}, &one, w_ih_l0, "
         f"CUDA_R_32F, {IN}, x, CUDA_R_32F, {IN}, &zero, xg0, CUDA_R_32F, {GH}, "
