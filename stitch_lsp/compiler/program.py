@@ -20,7 +20,7 @@ from stitch_lsp.compiler.attr_path import (
     display_path,
     is_identifier,
 )
-from stitch_lsp.compiler.codegen import Codegen
+from stitch_lsp.compiler.codegen import Codegen, GroupKernel
 from stitch_lsp.compiler.ir import Graph, Unsupported, Use, numel
 from stitch_lsp.compiler.memplan import Buffer, Placement, plan
 from stitch_lsp.compiler.partition import Group
@@ -178,20 +178,21 @@ def _check_signature(graph: Graph) -> None:
             )
 
 
-def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
-    _check_signature(graph)
-    var: dict[int, str] = {}
-    lines: list[str] = []
-    inputs = [lf for lf in graph.leaves.values() if lf.kind == "input"]
+def _device(graph: Graph) -> str:
+    """The device the forward runs on: its first input's."""
     first = graph.input_names[0] if graph.input_names else None
-    defaults = [f"{name}={value!r}" for name, value in graph.defaulted.items()]
-    sig = ", ".join(["self", *graph.input_names, *defaults])
-    lines.append(f"    def forward({sig}):")
-    lines.append("        _load()")
+    return f"{first}.device" if first else "torch.device('cuda')"
+
+
+def _input_checks(graph: Graph) -> list[str]:
+    """The candidate is specialised to one problem: other defaults or shapes are refused."""
+    lines = []
     for name, value in graph.defaulted.items():
         why = f"this ModelNew was generated for {name}={value!r}"
         lines.append(f"        if {name} is not {value!r}:\n            raise ValueError({why!r})")
-    for leaf in inputs:
+    for leaf in graph.leaves.values():
+        if leaf.kind != "input":
+            continue
         lines.append(
             f"        if tuple({leaf.expr}.shape) != {_py_shape(leaf.shape)}:\n"
             f"            raise ValueError(\n"
@@ -201,15 +202,15 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
             f"            )"
         )
         lines.append(f"        {leaf.expr} = {leaf.expr}.contiguous()")
-    param_slot = {}
-    for leaf in graph.leaves.values():
-        var[leaf.vid] = leaf.expr if leaf.kind != "factory" else f"f{leaf.vid}"
-        if leaf.kind in ("param", "buffer"):
-            var[leaf.vid] = f"leaves[{len(param_slot)}]"
-            param_slot[leaf.vid] = len(param_slot)
+    return lines
+
+
+def _training_checks(groups: list[Group]) -> list[str]:
+    """Batch norms were generated in training mode (batch statistics): eval mode is refused."""
     bn_modes = sorted(
         {str(s.params["module"]) for g in groups for s in g.sinks if "module" in s.params}
     )
+    lines = []
     for mod in bn_modes:
         why = (
             f"generated for {display_path(mod)} in training mode (batch statistics); "
@@ -219,125 +220,186 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
             f"        if not self.get_submodule({mod!r}).training:\n"
             f"            raise RuntimeError({why!r})"
         )
-    dev = f"{first}.device" if first else "torch.device('cuda')"
+    return lines
+
+
+def _forward_head(graph: Graph, groups: list[Group]) -> list[str]:
+    """forward itself: its checks, then the graph runner, under a device guard if needed."""
+    defaults = [f"{name}={value!r}" for name, value in graph.defaulted.items()]
+    sig = ", ".join(["self", *graph.input_names, *defaults])
+    dev = _device(graph)
     names = ", ".join(graph.input_names)
-    # The device guard costs microseconds before the first launch; enter it only when needed.
-    lines.append(f"        if {dev}.index != torch.cuda.current_device():")
-    lines.append(f"            with torch.cuda.device({dev}):")
-    lines.append(f"                return self._stitch_graph({names})")
-    lines.append(f"        return self._stitch_graph({names})")
-    lines.append("")
-    lines.append("    def _stitch_params(self):")
-    lines.append('        """The parameters and buffers the kernels read, looked up once."""')
-    lines.append('        leaves = self.__dict__.get("_stitch_leaves")')
-    lines.append("        if leaves is None:")
-    lines.append('            leaves = self.__dict__["_stitch_leaves"] = [')
-    lines.append("                _tensor_at(self, path) for path in _LEAF_PATHS")
-    lines.append("            ]")
-    lines.append("        return leaves")
-    lines.append("")
-    lines.append("    def _stitch_guard(self):")
-    lines.append(
-        '        """What a captured graph reads besides its inputs: the parameters\' addresses."""'
-    )
-    lines.append("        return tuple(t.data_ptr() for t in self._stitch_params())")
-    lines.append("")
-    lines.append("    def _apply(self, fn, *args, **kwargs):")
-    lines.append(
-        '        """.to(), .cuda(), .double(): parameters move, so graphs are captured again."""'
-    )
-    lines.append('        self.__dict__.pop("_stitch_runner", None)')
-    lines.append('        self.__dict__.pop("_stitch_leaves", None)')
-    lines.append("        return super()._apply(fn, *args, **kwargs)")
-    lines.append("")
-    lines.append("    @property")
-    lines.append("    def _stitch_graph(self):")
-    lines.append('        runner = self.__dict__.get("_stitch_runner")')
-    lines.append("        if runner is None:")
+    return [
+        f"    def forward({sig}):",
+        "        _load()",
+        *_input_checks(graph),
+        *_training_checks(groups),
+        # The device guard costs microseconds before the first launch; enter it only when needed.
+        f"        if {dev}.index != torch.cuda.current_device():",
+        f"            with torch.cuda.device({dev}):",
+        f"                return self._stitch_graph({names})",
+        f"        return self._stitch_graph({names})",
+        "",
+    ]
+
+
+def _runner_methods(graph: Graph, groups: list[Group]) -> list[str]:
+    """The methods forward relies on (parameter lookup, the runner's guard, .to() resets, the
+    runner itself) and the head of `_launch`, which the stages' lines follow."""
+    names = ", ".join(graph.input_names)
     # Stages per forward, for the runner's rule on when replay pays for its copies; recurrent
     # stages launch per time step, so for them the graph is always tried.
     stages = None if any(g.kind == "rnn" for g in groups) else max(1, len(groups))
-    lines.append(
-        f"            runner = GraphRunner(self._launch, guard=self._stitch_guard, stages={stages})"
-    )
-    lines.append('            self.__dict__["_stitch_runner"] = runner')
-    lines.append("        return runner")
-    lines.append("")
-    lines.append(f"    def _launch(self, {names}):")
-    lines.append("        lib = _load()")
-    lines.append(f"        dev = {dev}")
-    lines.append("        stream = torch.cuda.current_stream().cuda_stream")
+    lines = [
+        "    def _stitch_params(self):",
+        '        """The parameters and buffers the kernels read, looked up once."""',
+        '        leaves = self.__dict__.get("_stitch_leaves")',
+        "        if leaves is None:",
+        '            leaves = self.__dict__["_stitch_leaves"] = [',
+        "                _tensor_at(self, path) for path in _LEAF_PATHS",
+        "            ]",
+        "        return leaves",
+        "",
+        "    def _stitch_guard(self):",
+        '        """What a captured graph reads besides its inputs: the parameters\' addresses."""',
+        "        return tuple(t.data_ptr() for t in self._stitch_params())",
+        "",
+        "    def _apply(self, fn, *args, **kwargs):",
+        '        """.to(), .cuda(), .double(): parameters move, so graphs are captured again."""',
+        '        self.__dict__.pop("_stitch_runner", None)',
+        '        self.__dict__.pop("_stitch_leaves", None)',
+        "        return super()._apply(fn, *args, **kwargs)",
+        "",
+        "    @property",
+        "    def _stitch_graph(self):",
+        '        runner = self.__dict__.get("_stitch_runner")',
+        "        if runner is None:",
+        "            runner = GraphRunner(self._launch, guard=self._stitch_guard, "
+        f"stages={stages})",
+        '            self.__dict__["_stitch_runner"] = runner',
+        "        return runner",
+        "",
+        f"    def _launch(self, {names}):",
+        "        lib = _load()",
+        f"        dev = {_device(graph)}",
+        "        stream = torch.cuda.current_stream().cuda_stream",
+    ]
     if leaf_paths(graph):
         lines.append("        leaves = self._stitch_params()  # parameters and buffers, in order")
+    return lines
+
+
+def _arena_plan(
+    graph: Graph, groups: list[Group], cg: Codegen
+) -> tuple[Placement, list[tuple[int, tuple[int, ...], str]], dict[str, int]]:
+    """(placement, arena layout, slot per buffer key): intermediates and workspaces share one
+    arena by liveness, and the forward addresses them by slot, in offset order."""
     buffers, meta = _buffers(graph, groups, cg)
     placement = plan(buffers)
     order = sorted(buffers, key=lambda b: (placement.offsets[b.key], b.key))
     layout = [(placement.offsets[b.key], *meta[b.key]) for b in order]
     slot = {b.key: k for k, b in enumerate(order)}
-    body: list[str] = []
-    if buffers:
-        body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
-    factories = [lf for lf in graph.leaves.values() if lf.kind == "factory"]
-    for leaf in factories:
-        body.append(
-            f"f{leaf.vid} = {leaf.expr}({_py_shape(leaf.shape)}, device=dev)"
-            "  # as the reference makes it"
+    return placement, layout, slot
+
+
+def _leaf_vars(graph: Graph) -> dict[int, str]:
+    """The forward's names for the leaves: inputs by their own, parameters and buffers by
+    their place in `leaves` (`_stitch_params`), factories as the f<vid> made in `_launch`."""
+    var: dict[int, str] = {}
+    params = 0
+    for leaf in graph.leaves.values():
+        var[leaf.vid] = leaf.expr if leaf.kind != "factory" else f"f{leaf.vid}"
+        if leaf.kind in ("param", "buffer"):
+            var[leaf.vid] = f"leaves[{params}]"
+            params += 1
+    return var
+
+
+def _ref(graph: Graph, var: dict[int, str], u: Use) -> str:
+    """A use as the forward reads it: its tensor, viewed when the use has another shape."""
+    name = var[u.vid]
+    shape = graph.shape_of(u.vid)
+    return name if tuple(shape) == tuple(u.shape) else f"{name}.view({_py_shape(u.shape)})"
+
+
+def _conv_stage(graph: Graph, var: dict[int, str], i: int, g: Group) -> Stage:
+    """A convolution stays on cuDNN through PyTorch; its bias is fused into the next kernel."""
+    st = Stage(i, g)
+    node = g.nodes[0]
+    x, w = node.uses
+    p = node.params
+    fn = node.fn
+    if fn.startswith("conv_transpose"):
+        call = (
+            f"F.{fn}({_ref(graph, var, x)}, {_ref(graph, var, w)}, None, {p['stride']}, "
+            f"{p['padding']!r}, {p['output_padding']}, {p['groups']}, {p['dilation']})"
         )
-    kernels = {k.group.gid: k for k in cg.kernels}
+    else:
+        call = (
+            f"F.{fn}({_ref(graph, var, x)}, {_ref(graph, var, w)}, None, {p['stride']}, "
+            f"{p['padding']!r}, {p['dilation']}, {p['groups']})"
+        )
+    st.lines.append(
+        f"# stage {i}: {node.origin}: cuDNN through PyTorch; its bias goes in our kernel"
+    )
+    st.lines.append(f"t{node.vid} = {call}.contiguous()")
+    var[node.vid] = f"t{node.vid}"
+    return st
 
-    def ref(u: Use) -> str:
-        name = var[u.vid]
-        shape = graph.shape_of(u.vid)
-        return name if tuple(shape) == tuple(u.shape) else f"{name}.view({_py_shape(u.shape)})"
 
-    stages: list[Stage] = []
-    for i, g in enumerate(groups):
-        st = Stage(i, g)
-        stages.append(st)
-        if g.kind == "conv":
-            node = g.nodes[0]
-            x, w = node.uses
-            p = node.params
-            fn = node.fn
-            if fn.startswith("conv_transpose"):
-                call = (
-                    f"F.{fn}({ref(x)}, {ref(w)}, None, {p['stride']}, {p['padding']!r}, "
-                    f"{p['output_padding']}, {p['groups']}, {p['dilation']})"
-                )
-            else:
-                call = (
-                    f"F.{fn}({ref(x)}, {ref(w)}, None, {p['stride']}, {p['padding']!r}, "
-                    f"{p['dilation']}, {p['groups']})"
-                )
-            st.lines.append(
-                f"# stage {i}: {node.origin}: cuDNN through PyTorch; its bias goes in our kernel"
-            )
-            st.lines.append(f"t{node.vid} = {call}.contiguous()")
-            var[node.vid] = f"t{node.vid}"
+def _kernel_stage(
+    graph: Graph, var: dict[int, str], slot: dict[str, int], i: int, g: Group, k: GroupKernel
+) -> Stage:
+    """One launcher call: intermediates come from the arena, forward's results are fresh."""
+    st = Stage(i, g)
+    st.lines.append(f"# stage {i}: {k.comment}")
+    ptrs: list[str] = []
+    for a in k.args:
+        if a.role == "ws":
+            ptrs.append(f"buf[{slot[f'ws{g.gid}']}].data_ptr()")
             continue
-        k = kernels[g.gid]
-        st.lines.append(f"# stage {i}: {k.comment}")
-        ptrs: list[str] = []
-        for a in k.args:
-            if a.role == "ws":
-                ptrs.append(f"buf[{slot[f'ws{g.gid}']}].data_ptr()")
-                continue
-            if a.role == "out":
-                key = f"t{a.vid}"
-                if key in slot:
-                    st.lines.append(f"{key} = buf[{slot[key]}]")
-                else:  # a result of forward: fresh memory on every call
-                    shape = graph.shape_of(a.vid)
-                    dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
-                    st.lines.append(
-                        f"{key} = torch.empty({_py_shape(shape)}, device=dev, dtype={dtype})"
-                    )
-                var[a.vid] = key
-            ptrs.append(f"{var[a.vid]}.data_ptr()")
-        st.lines.append(f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})")
+        if a.role == "out":
+            key = f"t{a.vid}"
+            if key in slot:
+                st.lines.append(f"{key} = buf[{slot[key]}]")
+            else:  # a result of forward: fresh memory on every call
+                shape = graph.shape_of(a.vid)
+                dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
+                st.lines.append(
+                    f"{key} = torch.empty({_py_shape(shape)}, device=dev, dtype={dtype})"
+                )
+            var[a.vid] = key
+        ptrs.append(f"{var[a.vid]}.data_ptr()")
+    st.lines.append(f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})")
+    return st
+
+
+def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
+    """ModelNew's forward and the methods it calls, as text, with the stages and arena plan
+    that the candidate's docstring and layout constants describe."""
+    _check_signature(graph)
+    lines = _forward_head(graph, groups) + _runner_methods(graph, groups)
+    placement, layout, slot = _arena_plan(graph, groups, cg)
+    body: list[str] = []
+    if slot:
+        body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
+    for leaf in graph.leaves.values():
+        if leaf.kind == "factory":
+            body.append(
+                f"f{leaf.vid} = {leaf.expr}({_py_shape(leaf.shape)}, device=dev)"
+                "  # as the reference makes it"
+            )
+    var = _leaf_vars(graph)
+    kernels = {k.group.gid: k for k in cg.kernels}
+    stages = [
+        _conv_stage(graph, var, i, g)
+        if g.kind == "conv"
+        else _kernel_stage(graph, var, slot, i, g, kernels[g.gid])
+        for i, g in enumerate(groups)
+    ]
     for st in stages:
         body += st.lines
-    outs = [ref(u) for u in graph.outputs]
+    outs = [_ref(graph, var, u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
     lines += ["        " + ln for ln in body]
     return Program(stages, placement, layout, "\n".join(lines))
