@@ -72,265 +72,305 @@ def guarded(where: str, default: Any = None) -> Callable[[Callable[..., Any]], C
     return wrap
 
 
-def register_handlers(server: StitchServer) -> None:
-    # ---- lifecycle --------------------------------------------------------------------------
+# ---- lifecycle -----------------------------------------------------------------------------------
 
-    @server.feature(lsp.INITIALIZE)
-    @guarded("initialize")
-    def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
-        ls.set_initialization_options(params.initialization_options)
-        unwatched = ls.lifeline.watch_editor(params.process_id)
-        if unwatched is not None:
-            ls.log(f"stitch-lsp: {unwatched}", lsp.MessageType.Warning)
-        ls.startup_report = ls.apply_settings(None)
-        for spec in ls.commands.values():
-            if ls.command_enabled(spec.name):
-                _expose_command(ls, spec)
-        if ls.code_lens_providers:
-            ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)(code_lens)
-        if ls.code_action_providers:
-            ls.feature(
-                lsp.TEXT_DOCUMENT_CODE_ACTION,
-                lsp.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS),
-            )(code_action)
-        ls.initialized = True
 
-    @server.feature(lsp.INITIALIZED)
-    @guarded("initialized")
-    async def initialized(ls: StitchServer, params: lsp.InitializedParams) -> None:
-        for err in ls.load_errors:
-            ls.log(f"stitch-lsp: a feature failed to load: {err}", lsp.MessageType.Error)
-        ls.show_settings_report(ls.startup_report)
-        await _pull_configuration(ls)
-        await _register_dynamic_capabilities(ls)
-        try:
-            await ls.warm_up()
-        except Exception as exc:
-            ls.report_error("warming up the analysis", exc)
-        # Everything loaded so far lives as long as the server: keep it out of GC passes.
-        gc.freeze()
-        await ls.refresh_devices()
-        gpus = ", ".join(ls.jobs.devices) or "none"
-        mode = "trusted" if ls.trusted else "untrusted: analysis only, nothing is executed"
-        enabled = [n for n in ls.commands if ls.command_enabled(n)]
-        ls.log(
-            f"stitch-lsp {ls.version} ready ({mode}); GPUs: {gpus}; "
-            f"commands: {', '.join(enabled) or 'none'}"
-        )
-        if ls.torch_problem:
-            ls.log(f"stitch-lsp: {ls.torch_problem}", lsp.MessageType.Warning)
-            ready = "stitch-lsp ready (torch is missing: analysis and builds only)"
-        elif ls.jobs.devices:
-            ready = "stitch-lsp ready"
-        else:
-            ready = "stitch-lsp ready (no GPU: analysis only)"
-        ls.send_status("idle", ready)
-        if ls.watchdog is not None:
-            ls.watchdog.ready()
+@guarded("initialize")
+def initialize(ls: StitchServer, params: lsp.InitializeParams) -> None:
+    """Settings and the command list are known from here: expose the enabled commands, and
+    lenses and code actions only when some feature provides them."""
+    ls.set_initialization_options(params.initialization_options)
+    unwatched = ls.lifeline.watch_editor(params.process_id)
+    if unwatched is not None:
+        ls.log(f"stitch-lsp: {unwatched}", lsp.MessageType.Warning)
+    ls.startup_report = ls.apply_settings(None)
+    for spec in ls.commands.values():
+        if ls.command_enabled(spec.name):
+            _expose_command(ls, spec)
+    if ls.code_lens_providers:
+        ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)(code_lens)
+    if ls.code_action_providers:
+        ls.feature(
+            lsp.TEXT_DOCUMENT_CODE_ACTION,
+            lsp.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS),
+        )(code_action)
+    ls.initialized = True
 
-    @server.feature(lsp.SHUTDOWN)
-    @guarded("shutdown")
-    async def shutdown(ls: StitchServer, params: None) -> None:
-        ls.cancel_pending_publishes()
-        await ls.jobs.shutdown()
-        if ls.cluster.connected:
-            await asyncio.get_running_loop().run_in_executor(ls.executor, ls.cluster.leave)
 
-    # ---- text sync --------------------------------------------------------------------------
+@guarded("initialized")
+async def initialized(ls: StitchServer, params: lsp.InitializedParams) -> None:
+    """The client takes requests from here on: settings, watchers, warm-up, GPUs, then ready."""
+    for err in ls.load_errors:
+        ls.log(f"stitch-lsp: a feature failed to load: {err}", lsp.MessageType.Error)
+    ls.show_settings_report(ls.startup_report)
+    await _pull_configuration(ls)
+    await _register_dynamic_capabilities(ls)
+    try:
+        await ls.warm_up()
+    except Exception as exc:
+        ls.report_error("warming up the analysis", exc)
+    # Everything loaded so far lives as long as the server: keep it out of GC passes.
+    gc.freeze()
+    await ls.refresh_devices()
+    gpus = ", ".join(ls.jobs.devices) or "none"
+    mode = "trusted" if ls.trusted else "untrusted: analysis only, nothing is executed"
+    enabled = [n for n in ls.commands if ls.command_enabled(n)]
+    ls.log(
+        f"stitch-lsp {ls.version} ready ({mode}); GPUs: {gpus}; "
+        f"commands: {', '.join(enabled) or 'none'}"
+    )
+    if ls.torch_problem:
+        ls.log(f"stitch-lsp: {ls.torch_problem}", lsp.MessageType.Warning)
+        ready = "stitch-lsp ready (torch is missing: analysis and builds only)"
+    elif ls.jobs.devices:
+        ready = "stitch-lsp ready"
+    else:
+        ready = "stitch-lsp ready (no GPU: analysis only)"
+    ls.send_status("idle", ready)
+    if ls.watchdog is not None:
+        ls.watchdog.ready()
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
-    @guarded("didOpen")
-    async def did_open(ls: StitchServer, params: lsp.DidOpenTextDocumentParams) -> None:
-        td = params.text_document
-        doc = Document(td.uri, td.text, td.language_id, td.version)
-        ls.documents[td.uri] = OpenDocument(td.uri, doc, ls.settings)
-        ls.cancel_publish(td.uri)
-        await ls.publish(td.uri)  # open is not debounced: the user is looking at it now
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
-    @guarded("didChange")
-    def did_change(ls: StitchServer, params: lsp.DidChangeTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        state = ls.documents.get(uri)
-        if state is None:
-            return
-        version = params.text_document.version
-        t0, c0 = time.perf_counter(), time.thread_time()
-        was_large = state.too_large
-        try:
-            for change in params.content_changes:
-                # Over maxFileBytes nothing is parsed: the edit only updates the text, in place.
-                apply = state.doc.apply_unparsed if state.too_large else state.doc.apply_change
-                if isinstance(change, lsp.TextDocumentContentChangePartial):
-                    apply(from_range(change.range), change.text)
-                else:
-                    apply(None, change.text)
-        except Exception as exc:
-            # An edit we could not apply: take pygls's copy of the text, the best one left
-            # (it mishandles some out-of-range edits that our Document clamps per the spec).
-            if uri in getattr(ls.protocol, "unsynced", ()):
-                ls.report_error("applying an edit (the text may be out of date)", exc)
+@guarded("shutdown")
+async def shutdown(ls: StitchServer, params: None) -> None:
+    """Running jobs are stopped and a cluster left before the client ends the process."""
+    ls.cancel_pending_publishes()
+    await ls.jobs.shutdown()
+    if ls.cluster.connected:
+        await asyncio.get_running_loop().run_in_executor(ls.executor, ls.cluster.leave)
+
+
+# ---- text sync -----------------------------------------------------------------------------------
+
+
+@guarded("didOpen")
+async def did_open(ls: StitchServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    """Published at once, not debounced: the user is looking at the file now."""
+    td = params.text_document
+    doc = Document(td.uri, td.text, td.language_id, td.version)
+    ls.documents[td.uri] = OpenDocument(td.uri, doc, ls.settings)
+    ls.cancel_publish(td.uri)
+    await ls.publish(td.uri)  # open is not debounced: the user is looking at it now
+
+
+@guarded("didChange")
+def did_change(ls: StitchServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    """Edits go into our Document in place (it clamps ranges as the spec says); diagnostics
+    follow debounced."""
+    uri = params.text_document.uri
+    state = ls.documents.get(uri)
+    if state is None:
+        return
+    version = params.text_document.version
+    t0, c0 = time.perf_counter(), time.thread_time()
+    was_large = state.too_large
+    try:
+        for change in params.content_changes:
+            # Over maxFileBytes nothing is parsed: the edit only updates the text, in place.
+            apply = state.doc.apply_unparsed if state.too_large else state.doc.apply_change
+            if isinstance(change, lsp.TextDocumentContentChangePartial):
+                apply(from_range(change.range), change.text)
             else:
-                ls.report_error("applying an edit (resynced the whole text)", exc)
-                state.doc.apply_change(None, ls.workspace.get_text_document(uri).source)
-        state.doc.version = version
-        state.edit_ms = (time.perf_counter() - t0) * 1000.0
-        state.edit_cpu_ms = (time.thread_time() - c0) * 1000.0
-        ls.jobs.document_changed(uri, version)
-        if was_large and state.too_large:
-            return  # still only the one "too large" notice, already published: nothing to redo
-        ls.schedule_publish(uri)
+                apply(None, change.text)
+    except Exception as exc:
+        # An edit we could not apply: take pygls's copy of the text, the best one left
+        # (it mishandles some out-of-range edits that our Document clamps per the spec).
+        if uri in getattr(ls.protocol, "unsynced", ()):
+            ls.report_error("applying an edit (the text may be out of date)", exc)
+        else:
+            ls.report_error("applying an edit (resynced the whole text)", exc)
+            state.doc.apply_change(None, ls.workspace.get_text_document(uri).source)
+    state.doc.version = version
+    state.edit_ms = (time.perf_counter() - t0) * 1000.0
+    state.edit_cpu_ms = (time.thread_time() - c0) * 1000.0
+    ls.jobs.document_changed(uri, version)
+    if was_large and state.too_large:
+        return  # still only the one "too large" notice, already published: nothing to redo
+    ls.schedule_publish(uri)
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    @guarded("didSave")
-    async def did_save(ls: StitchServer, params: lsp.DidSaveTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        state = ls.documents.get(uri)
-        if state is None:
-            return
-        ls.cancel_publish(uri)
-        await ls.publish(uri)
-        for listener in list(ls.save_listeners):
-            await ls.call_provider("on save", listener, state, default=None)
 
-    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
-    @guarded("didClose")
-    def did_close(ls: StitchServer, params: lsp.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        ls.cancel_publish(uri)
-        if ls.documents.pop(uri, None) is not None:
-            ls.text_document_publish_diagnostics(
-                lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[])
-            )
+@guarded("didSave")
+async def did_save(ls: StitchServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    """Saving publishes at once, and the features that act on save run."""
+    uri = params.text_document.uri
+    state = ls.documents.get(uri)
+    if state is None:
+        return
+    ls.cancel_publish(uri)
+    await ls.publish(uri)
+    for listener in list(ls.save_listeners):
+        await ls.call_provider("on save", listener, state, default=None)
 
-    # ---- language features ------------------------------------------------------------------
 
-    @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    @guarded("documentSymbol", default=[])
-    async def document_symbol(
-        ls: StitchServer, params: lsp.DocumentSymbolParams
-    ) -> list[lsp.DocumentSymbol] | list[dict[str, Any]]:
-        state = await _ready(ls, params.text_document.uri)
-        if state is None:
-            return []
-        symbols = state.analysis.symbols
-        if len(symbols) > MAX_SYMBOLS:  # 20,000 kernels in one string: no outline shows them
-            symbols = symbols[:MAX_SYMBOLS]
-        if not state.off_loop:
-            return to_document_symbols(symbols)
-        # A large file's outline as JSON data, built in the analysis thread: for a 2 MB file
-        # building the LSP objects and converting them took 0.3 s.
-        convert = ls.protocol._converter
-        return await asyncio.get_running_loop().run_in_executor(
-            ls.analysis_executor, lambda: convert.unstructure(to_document_symbols(symbols))
+@guarded("didClose")
+def did_close(ls: StitchServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    """A closed file's diagnostics are cleared, so the editor keeps none of ours for it."""
+    uri = params.text_document.uri
+    ls.cancel_publish(uri)
+    if ls.documents.pop(uri, None) is not None:
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+# ---- language features ---------------------------------------------------------------------------
+
+
+@guarded("documentSymbol", default=[])
+async def document_symbol(
+    ls: StitchServer, params: lsp.DocumentSymbolParams
+) -> list[lsp.DocumentSymbol] | list[dict[str, Any]]:
+    """The outline, capped at MAX_SYMBOLS; a large file's is built off the event loop."""
+    state = await _ready(ls, params.text_document.uri)
+    if state is None:
+        return []
+    symbols = state.analysis.symbols
+    if len(symbols) > MAX_SYMBOLS:  # 20,000 kernels in one string: no outline shows them
+        symbols = symbols[:MAX_SYMBOLS]
+    if not state.off_loop:
+        return to_document_symbols(symbols)
+    # A large file's outline as JSON data, built in the analysis thread: for a 2 MB file
+    # building the LSP objects and converting them took 0.3 s.
+    convert = ls.protocol._converter
+    return await asyncio.get_running_loop().run_in_executor(
+        ls.analysis_executor, lambda: convert.unstructure(to_document_symbols(symbols))
+    )
+
+
+@guarded("hover")
+async def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    """Every hover provider's section in one hover, so features add to it independently."""
+    state = await _ready(ls, params.text_document.uri)
+    if state is None:
+        return None
+    sections: list[str] = []
+    for name, provider in list(ls.hover_providers.items()):
+        text = await ls.call_provider(
+            f"hover:{name}", provider, state, params.position, default=None
         )
+        if text:
+            sections.append(text.strip())
+    if not sections:
+        return None
+    return lsp.Hover(
+        contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(sections))
+    )
 
-    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
-    @guarded("hover")
-    async def hover(ls: StitchServer, params: lsp.HoverParams) -> lsp.Hover | None:
-        state = await _ready(ls, params.text_document.uri)
-        if state is None:
-            return None
-        sections: list[str] = []
-        for name, provider in list(ls.hover_providers.items()):
-            text = await ls.call_provider(
-                f"hover:{name}", provider, state, params.position, default=None
-            )
-            if text:
-                sections.append(text.strip())
-        if not sections:
-            return None
-        return lsp.Hover(
-            contents=lsp.MarkupContent(
-                kind=lsp.MarkupKind.Markdown, value="\n\n---\n\n".join(sections)
-            )
+
+# Registered at initialize, and only when some feature provides lenses/actions.
+@guarded("codeLens", default=[])
+async def code_lens(ls: StitchServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    """Every provider's lenses, less those whose command is disabled here."""
+    state = await _ready(ls, params.text_document.uri)
+    if state is None:
+        return []
+    lenses: list[lsp.CodeLens] = []
+    for name, provider in list(ls.code_lens_providers.items()):
+        lenses.extend(await ls.call_provider(f"codeLens:{name}", provider, state, default=[]))
+    return [x for x in lenses if x.command is None or _allowed(ls, x.command.command)]
+
+
+@guarded("codeAction", default=[])
+async def code_action(
+    ls: StitchServer, params: lsp.CodeActionParams
+) -> list[lsp.CodeAction | lsp.Command]:
+    """Every provider's actions, less those whose command is disabled here."""
+    state = await _ready(ls, params.text_document.uri)
+    if state is None:
+        return []
+    actions: list[lsp.CodeAction | lsp.Command] = []
+    for name, provider in list(ls.code_action_providers.items()):
+        actions.extend(
+            await ls.call_provider(f"codeAction:{name}", provider, state, params, default=[])
         )
-
-    # Registered at initialize, and only when some feature provides lenses/actions.
-    @guarded("codeLens", default=[])
-    async def code_lens(ls: StitchServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-        state = await _ready(ls, params.text_document.uri)
-        if state is None:
-            return []
-        lenses: list[lsp.CodeLens] = []
-        for name, provider in list(ls.code_lens_providers.items()):
-            lenses.extend(await ls.call_provider(f"codeLens:{name}", provider, state, default=[]))
-        return [x for x in lenses if x.command is None or _allowed(ls, x.command.command)]
-
-    @guarded("codeAction", default=[])
-    async def code_action(
-        ls: StitchServer, params: lsp.CodeActionParams
-    ) -> list[lsp.CodeAction | lsp.Command]:
-        state = await _ready(ls, params.text_document.uri)
-        if state is None:
-            return []
-        actions: list[lsp.CodeAction | lsp.Command] = []
-        for name, provider in list(ls.code_action_providers.items()):
-            actions.extend(
-                await ls.call_provider(f"codeAction:{name}", provider, state, params, default=[])
-            )
-        return [a for a in actions if _action_allowed(ls, a)]
-
-    # ---- workspace --------------------------------------------------------------------------
-
-    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    @guarded("didChangeConfiguration")
-    async def did_change_configuration(
-        ls: StitchServer, params: lsp.DidChangeConfigurationParams
-    ) -> None:
-        if not await _pull_configuration(ls):
-            pushed = params.settings.get("stitch") if isinstance(params.settings, dict) else None
-            _use_settings(ls, pushed if isinstance(pushed, dict) else {})
-
-    @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    @guarded("didChangeWatchedFiles")
-    def did_change_watched_files(ls: StitchServer, params: lsp.DidChangeWatchedFilesParams) -> None:
-        # Recorded only: one coalesced pass follows (watched_files.py explains why).
-        ls.store(WatchedFiles).add(ls, params.changes)
-
-    # ---- debugging --------------------------------------------------------------------------
-
-    @server.feature(DEBUG_INFO_METHOD)
-    @guarded("debugInfo")
-    def debug_info(ls: StitchServer, params: Any) -> dict[str, Any]:
-        """Not advertised: what tests and benchmarks need to see inside the server.
-        `{"resetLoop": true}` starts the loop figures afresh after this answer."""
-        reset = params.get("resetLoop") if isinstance(params, dict) else None
-        reset = reset if reset is not None else getattr(params, "resetLoop", False)
-        answer = {
-            "torchImported": "torch" in sys.modules,
-            "trusted": ls.trusted,
-            "devices": list(ls.jobs.devices),
-            "commands": [n for n in ls.commands if ls.command_enabled(n)],
-            "settings": ls.settings.model_dump(by_alias=True),
-            "publishCount": ls.publish_count,
-            "documents": [
-                {
-                    "uri": uri,
-                    "version": d.version,
-                    "bytes": d.doc.size,
-                    "editMs": d.edit_ms,
-                    "editCpuMs": d.edit_cpu_ms,
-                    "analysisMs": d.analysis_ms,
-                    "analysisCpuMs": d.analysis_cpu_ms,
-                    "publishMs": d.publish_ms,
-                    "analysisCount": d.analysis_count,
-                    "tooLarge": d.too_large,
-                    "syntaxTrees": d.doc.tree_count,
-                }
-                for uri, d in ls.documents.items()
-            ],
-            "loop": ls.watchdog.figures() if ls.watchdog is not None else None,
-            "watchedFiles": ls.store(WatchedFiles).figures(),
-            "pendingHandlers": len(ls.protocol._request_futures),
-            "time": time.time(),
-        }
-        if reset is True and ls.watchdog is not None:
-            ls.watchdog.reset()
-        return answer
+    return [a for a in actions if _action_allowed(ls, a)]
 
 
-# ---- helpers ------------------------------------------------------------------------------------
+# ---- workspace -----------------------------------------------------------------------------------
+
+
+@guarded("didChangeConfiguration")
+async def did_change_configuration(
+    ls: StitchServer, params: lsp.DidChangeConfigurationParams
+) -> None:
+    """Settings are pulled when the client allows it, else taken from the notification."""
+    if not await _pull_configuration(ls):
+        pushed = params.settings.get("stitch") if isinstance(params.settings, dict) else None
+        _use_settings(ls, pushed if isinstance(pushed, dict) else {})
+
+
+@guarded("didChangeWatchedFiles")
+def did_change_watched_files(ls: StitchServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+    """Open documents whose dependencies changed on disk are analysed again."""
+    # Recorded only: one coalesced pass follows (watched_files.py explains why).
+    ls.store(WatchedFiles).add(ls, params.changes)
+
+
+# ---- debugging -----------------------------------------------------------------------------------
+
+
+@guarded("debugInfo")
+def debug_info(ls: StitchServer, params: Any) -> dict[str, Any]:
+    """Not advertised: what tests and benchmarks need to see inside the server.
+    `{"resetLoop": true}` starts the loop figures afresh after this answer."""
+    reset = params.get("resetLoop") if isinstance(params, dict) else None
+    reset = reset if reset is not None else getattr(params, "resetLoop", False)
+    answer = {
+        "torchImported": "torch" in sys.modules,
+        "trusted": ls.trusted,
+        "devices": list(ls.jobs.devices),
+        "commands": [n for n in ls.commands if ls.command_enabled(n)],
+        "settings": ls.settings.model_dump(by_alias=True),
+        "publishCount": ls.publish_count,
+        "documents": [
+            {
+                "uri": uri,
+                "version": d.version,
+                "bytes": d.doc.size,
+                "editMs": d.edit_ms,
+                "editCpuMs": d.edit_cpu_ms,
+                "analysisMs": d.analysis_ms,
+                "analysisCpuMs": d.analysis_cpu_ms,
+                "publishMs": d.publish_ms,
+                "analysisCount": d.analysis_count,
+                "tooLarge": d.too_large,
+                "syntaxTrees": d.doc.tree_count,
+            }
+            for uri, d in ls.documents.items()
+        ],
+        "loop": ls.watchdog.figures() if ls.watchdog is not None else None,
+        "watchedFiles": ls.store(WatchedFiles).figures(),
+        "pendingHandlers": len(ls.protocol._request_futures),
+        "time": time.time(),
+    }
+    if reset is True and ls.watchdog is not None:
+        ls.watchdog.reset()
+    return answer
+
+
+# Registered on every server, in this order; lenses and code actions follow at initialize.
+_HANDLERS: tuple[tuple[str, Callable[..., Any]], ...] = (
+    (lsp.INITIALIZE, initialize),
+    (lsp.INITIALIZED, initialized),
+    (lsp.SHUTDOWN, shutdown),
+    (lsp.TEXT_DOCUMENT_DID_OPEN, did_open),
+    (lsp.TEXT_DOCUMENT_DID_CHANGE, did_change),
+    (lsp.TEXT_DOCUMENT_DID_SAVE, did_save),
+    (lsp.TEXT_DOCUMENT_DID_CLOSE, did_close),
+    (lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL, document_symbol),
+    (lsp.TEXT_DOCUMENT_HOVER, hover),
+    (lsp.WORKSPACE_DID_CHANGE_CONFIGURATION, did_change_configuration),
+    (lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES, did_change_watched_files),
+    (DEBUG_INFO_METHOD, debug_info),
+)
+
+
+def register_handlers(server: StitchServer) -> None:
+    """The handlers live at module level, so that each can be read and tested alone; the
+    table keeps the set (and order) of methods the server answers in one place."""
+    for method, handler in _HANDLERS:
+        server.feature(method)(handler)
+
+
+# ---- helpers -------------------------------------------------------------------------------------
 
 
 def one_line(exc: BaseException) -> str:
