@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from stitch_lsp.agents.hardware import default_target
 from stitch_lsp.agents.llm import ChatClient
 from stitch_lsp.agents.prompts import render
+from stitch_lsp.compiler.ops import is_anchor
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import (
     Attempt,
@@ -39,10 +40,13 @@ from stitch_lsp.workers.launch import (
     run_worker,
 )
 
-_ANCHORS = re.compile(
-    r"^(Linear|Bilinear|Conv\w*|ConvTranspose\w*|matmul|mm|bmm|addmm|baddbmm|einsum|linear|conv\w*|"
-    r"scaled_dot_product_attention|MultiheadAttention|inline ops|LSTM|GRU|RNN)$"
-)
+
+def _is_anchor(op: str) -> bool:
+    """A heavy op (the registry's GEMM, convolution, attention and recurrent kinds), or a
+    reference's own inline CUDA: a fusion group starts there and absorbs what follows."""
+    return op == "inline ops" or is_anchor(op)
+
+
 _RISKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(r"softmax|log_softmax|logsumexp|LogSoftmax|Softmax|CrossEntropy", re.I),
@@ -124,14 +128,14 @@ def plan_from_analysis(analysis: ReferenceAnalysis) -> Plan:
         )
     groups: list[list[OpCost]] = []
     for op in work:
-        if _ANCHORS.match(op.op) or not groups:
+        if _is_anchor(op.op) or not groups:
             groups.append([op])
         else:
             groups[-1].append(op)
     fusion: list[FusionGroup] = []
     steps: list[str] = []
     for i, group in enumerate(groups, 1):
-        anchor = next((o for o in group if _ANCHORS.match(o.op)), None)
+        anchor = next((o for o in group if _is_anchor(o.op)), None)
         names = [o.node for o in group]
         tail = [o.op for o in group if o is not anchor]
         if anchor is not None:

@@ -15,27 +15,10 @@ from __future__ import annotations
 import math
 
 from stitch_lsp.agents import partial
+from stitch_lsp.compiler.ops import short_name
 from stitch_lsp.models.agents import FusionGroup, OpCost, Plan, Subtask, SubtaskOp
 
 MAX_SUBTASKS = 8
-_SHORT = (
-    ("convtranspose", "convT"),
-    ("conv", "conv"),
-    ("batchnorm", "bn"),
-    ("batch_norm", "bn"),
-    ("layernorm", "ln"),
-    ("layer_norm", "ln"),
-    ("groupnorm", "gn"),
-    ("group_norm", "gn"),
-    ("linear", "linear"),
-    ("addmm", "linear"),
-    ("scaled_dot_product_attention", "sdpa"),
-    ("maxpool", "maxpool"),
-    ("max_pool", "maxpool"),
-    ("avgpool", "avgpool"),
-    ("adaptiveavgpool", "avgpool"),
-    ("adaptive_avg_pool", "avgpool"),
-)
 
 
 def subtask_budget(max_attempts: int) -> int:
@@ -44,12 +27,6 @@ def subtask_budget(max_attempts: int) -> int:
     return max(2, math.ceil(max_attempts / 2))
 
 
-def short_name(op: str) -> str:
-    low = op.lower()
-    for prefix, short in _SHORT:
-        if low.startswith(prefix):
-            return short
-    return low
 
 
 def label(ops: list[OpCost]) -> str:

@@ -11,49 +11,16 @@ from __future__ import annotations
 import re
 
 from stitch_lsp.analysis.names import Ref
+from stitch_lsp.compiler.ops import HEAVY_KINDS, LIGHT_KINDS, OpKind, layers_of, names_of
 
-
-def _words(block: str) -> frozenset[str]:
-    return frozenset(block.split())
-
-
-# Operators that cuBLAS/cuDNN do well; keeping them in PyTorch is honest but not covered.
-HEAVY_OPS = _words(
-    """
-    matmul mm bmm addmm addbmm baddbmm addmv mv einsum tensordot linear bilinear conv1d conv2d
-    conv3d conv_transpose1d conv_transpose2d conv_transpose3d conv_tbc
-    scaled_dot_product_attention multi_head_attention_forward lstm gru rnn_tanh rnn_relu
-    """
-)
-# Elementwise, reduction, normalisation and pooling operators: the work a fused kernel does.
-LIGHT_OPS = _words(
-    """
-    relu relu_ relu6 gelu silu sigmoid tanh softmax log_softmax softmin softplus softsign mish
-    hardtanh hardswish hardsigmoid leaky_relu elu selu celu prelu rrelu glu logsigmoid
-    tanhshrink threshold dropout dropout1d dropout2d dropout3d alpha_dropout layer_norm
-    group_norm batch_norm instance_norm rms_norm local_response_norm normalize sum mean amax
-    amin argmax argmin prod std var norm logsumexp cumsum cumprod exp exp2 log log2 log10 log1p
-    expm1 sqrt rsqrt pow abs neg clamp clamp_min clamp_max clip where add sub mul div
-    true_divide floor_divide remainder fmod maximum minimum erf erfc sin cos square reciprocal
-    sign floor ceil round trunc sort topk max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d
-    avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d
-    adaptive_max_pool2d adaptive_max_pool3d lp_pool2d interpolate upsample cross_entropy
-    mse_loss l1_loss smooth_l1_loss huber_loss kl_div nll_loss binary_cross_entropy
-    binary_cross_entropy_with_logits hinge_embedding_loss triplet_margin_loss
-    margin_ranking_loss cosine_similarity pairwise_distance cdist embedding addcmul addcdiv lerp
-    cummax cummin diff
-    """
-)
+# The op registry's heavy kinds (GEMM, convolution, attention, recurrent) and light ones
+# (elementwise, reductions, normalisation, pooling, losses, dropout, embedding), by bare name.
+HEAVY_OPS = names_of(HEAVY_KINDS)
+LIGHT_OPS = names_of(LIGHT_KINDS)
 # Reductions/elementwise that are also common non-tensor method names; only flagged when the
 # callee is clearly torch (torch.max, F.max_pool2d), never as `obj.max(...)`.
 _AMBIGUOUS_METHODS = frozenset({"max", "min", "add", "sort", "round", "pow", "abs", "sum"})
-HEAVY_LAYERS = _words(
-    """
-    Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d
-    ConvTranspose3d LazyConv1d LazyConv2d LazyConv3d LSTM GRU RNN MultiheadAttention Transformer
-    TransformerEncoder TransformerDecoder TransformerEncoderLayer TransformerDecoderLayer
-    """
-)
+HEAVY_LAYERS = layers_of(HEAVY_KINDS)
 # Modules whose functions share names with tensor methods (math.sqrt, np.exp) but are not
 # PyTorch work on the GPU.
 _NOT_TENSORS = frozenset(
@@ -118,7 +85,7 @@ def classify_call(callee: str, layers: dict[str, str], handles: set[str]) -> tup
 # Families of operators that do the same work, so `torch.mm` in ModelNew matches a reference
 # that calls `nn.Linear` or `@`.
 _FAMILIES = {
-    "gemm": _words("matmul mm bmm addmm addbmm baddbmm addmv mv einsum tensordot linear Linear"),
+    "gemm": names_of(frozenset({OpKind.gemm})) - {"bilinear"} | {"Linear"},
 }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from stitch_lsp.agents.hardware import default_target, spec_for
+from stitch_lsp.compiler.ops import is_view
 from stitch_lsp.models.agents import (
     HardwareSpec,
     KernelTime,
@@ -33,33 +34,6 @@ from stitch_lsp.models.agents import (
 )
 from stitch_lsp.workers.entry import read_request
 
-# Ops that only change the view of a tensor: no work, no traffic when fused.
-_VIEWS = {
-    "view",
-    "reshape",
-    "flatten",
-    "permute",
-    "transpose",
-    "unsqueeze",
-    "squeeze",
-    "expand",
-    "getitem",
-    "size",
-    "t",
-    "dim",
-    "chunk",
-    "split",
-    "unflatten",
-    "view_as",
-    "expand_as",
-    "Flatten",
-    "Identity",
-    "Dropout",
-    "getattr",
-    "unbind",
-    "narrow",
-    "select",
-}
 _MAX_PROFILE_BYTES = 24 * 2**30
 
 
@@ -262,7 +236,7 @@ def _fx_costs(
                 result = super().run_node(n)
             name = _op_name(n, gm)
             outs = _tensors(result)
-            if name in _VIEWS or n.target in {operator.getitem, getattr}:
+            if is_view(name) or n.target in {operator.getitem, getattr}:
                 ops.append(
                     OpCost(node=n.name, op=name, kind=n.op, outputs=[_meta(t) for t in outs])
                 )

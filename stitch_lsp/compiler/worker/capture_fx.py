@@ -11,21 +11,19 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.fx
-import torch.nn.functional as F
 from torch import nn
 from torch.fx import _symbolic_trace
 
 from stitch_lsp.compiler import layout
 from stitch_lsp.compiler.attr_path import display_path
-from stitch_lsp.compiler.builder import Builder, MinMax, select_op
+from stitch_lsp.compiler.builder import MinMax, select_op
 from stitch_lsp.compiler.catalog import EwOp
-from stitch_lsp.compiler.ir import Graph, Shape, Unsupported, Use
+from stitch_lsp.compiler.ir import Shape, Unsupported, Use
 from stitch_lsp.compiler.recurrent import index_result
 from stitch_lsp.compiler.worker.capture_leaves import (
     LeafCall,
@@ -33,21 +31,9 @@ from stitch_lsp.compiler.worker.capture_leaves import (
     plain_attributes,
     run_leaf,
 )
-from stitch_lsp.compiler.worker.recurrent_capture import factory_leaf
+from stitch_lsp.compiler.worker.converter import Converter, shape_or_none
+from stitch_lsp.compiler.worker.lowering import for_function, for_method
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
-
-_FRAME = re.compile(r'File "([^"]*)", line (\d+), in (\w+)')
-
-
-def line_in(stack_trace: str | None, path: str | None) -> int | None:
-    """The innermost line of the reference file in a stack trace (else of any `forward`)."""
-    frames = _FRAME.findall(stack_trace or "")
-    mine = [int(ln) for f, ln, _ in frames if path is not None and f == path]
-    if mine:
-        return mine[-1]
-    fwd = [int(ln) for _, ln, fn in frames if fn == "forward"]
-    return fwd[-1] if fwd else None
-
 
 # -- tracing with concrete shapes -----------------------------------------------------------------
 
@@ -238,39 +224,20 @@ _VIEW_METHODS |= {"permute", "transpose", "t", "narrow", "split", "chunk", "unbi
 _VIEW_METHODS |= {"expand_as", "unfold", "contiguous", "__getitem__"}
 
 
-class FxConverter:
+class FxConverter(Converter):
+    level = "fx"
+
     def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], path: str | None) -> None:
-        self.gm = gm
+        super().__init__(gm, path)
         self.inputs = inputs
-        self.path = path
-        self.b = Builder()
-        self.env: dict[torch.fx.Node, Any] = {}
         self.attr_values: dict[str, Use] = {}  # plain tensor attributes overwritten by copy_
-        self.placeholders = 0
         self.registered = {name for name, _ in gm.named_parameters()}
         self.registered |= {name for name, _ in gm.named_buffers()}
         self.plain = {id(t): name for name, t in plain_attributes(gm).items()}
         self.order = {n: i for i, n in enumerate(gm.graph.nodes)}
         self.functions, self.methods, self.modules, _ = tables()
 
-    @property
-    def g(self) -> Graph:
-        return self.b.g
-
-    def run(self) -> Graph:
-        for node in self.gm.graph.nodes:
-            self.b.at(self.desc(node), self.line(node), self.shape_or_none(node))
-            if node.op == "output":
-                self.output(node.args[0])
-                continue
-            self.env[node] = self.convert(node)
-        self.g.prune()
-        return self.g
-
     # -- node facts ------------------------------------------------------------------------------
-    def line(self, node: torch.fx.Node) -> int | None:
-        return line_in(node.meta.get("stack_trace"), self.path)
-
     def desc(self, node: torch.fx.Node) -> str:
         if node.op == "call_module":
             what = display_path(str(node.target))
@@ -283,15 +250,13 @@ class FxConverter:
         ln = self.line(node)
         return f"{what} (line {ln})" if ln else what
 
-    @staticmethod
-    def shape_or_none(node: torch.fx.Node) -> Shape | None:
-        v = node.meta.get("val")
-        if isinstance(v, torch.Tensor):
-            return tuple(int(d) for d in v.shape)
-        return None
+    def spelled(self, n: torch.fx.Node) -> str:
+        if n.op == "call_method":
+            return str(n.target)
+        return str(getattr(n.target, "__name__", n.target))
 
     def shape(self, node: torch.fx.Node) -> Shape:
-        s = self.shape_or_none(node)
+        s = shape_or_none(node)
         if s is None:
             raise Unsupported(
                 f"{self.desc(node)}: its shape is unknown (it failed on meta tensors)"
@@ -303,44 +268,8 @@ class FxConverter:
             )
         return s
 
-    # -- values ----------------------------------------------------------------------------------
-    def val(self, a: Any) -> Any:
-        if isinstance(a, torch.fx.Node):
-            return self.env[a]
-        if isinstance(a, (tuple, list)):
-            return type(a)(self.val(x) for x in a)
-        if isinstance(a, dict):
-            return {k: self.val(x) for k, x in a.items()}
-        if isinstance(a, slice):
-            return slice(self.val(a.start), self.val(a.stop), self.val(a.step))
-        return a
-
-    def arg(self, n: torch.fx.Node, i: int, name: str, default: Any = None) -> Any:
-        if len(n.args) > i:
-            return self.val(n.args[i])
-        return self.val(n.kwargs.get(name, default))
-
-    def tensor(self, n: torch.fx.Node, i: int = 0, name: str = "input") -> Use:
-        v = self.arg(n, i, name)
-        if not isinstance(v, Use):
-            raise Unsupported(f"{self.desc(n)}: expected a tensor argument")
-        return v
-
-    def output(self, out: Any) -> None:
-        items = out if isinstance(out, (tuple, list)) else (out,)
-        for item in items:
-            val = self.val(item)
-            if not isinstance(val, Use):
-                raise Unsupported("forward must return a tensor or a tuple of tensors")
-            self.g.outputs.append(self.b_output(val))
-
-    def b_output(self, u: Use) -> Use:
-        if self.b.dtype_of(u.vid) == "bool":
-            raise Unsupported("forward returns a bool tensor")
-        u = layout.canonical(u, self.b.storage(u))
-        if not layout.is_contiguous(u) or u.vid in self.g.leaves:
-            u = self.b.copy(u)
-        return u
+    def out_shape(self, n: torch.fx.Node) -> Shape:
+        return self.shape(n)
 
     def param(self, module_path: str, name: str) -> Use | None:
         mod = self.gm.get_submodule(module_path)
@@ -443,7 +372,6 @@ class FxConverter:
     # -- torch functions -------------------------------------------------------------------------
     def function(self, n: torch.fx.Node) -> Any:
         f = n.target
-        b = self.b
         self.check_inplace(n, bool(n.kwargs.get("inplace", False)) or f in _INPLACE_OPERATORS)
         if f is operator.getitem:
             return self.getitem(n)
@@ -455,157 +383,10 @@ class FxConverter:
             return _INT_OPS[f](*[self.val(a) for a in n.args])
         if f in self.functions:
             return self.ew_call(n, self.functions[f], None)
-        x = lambda: self.tensor(n)  # noqa: E731
-        a = lambda i, name, d=None: self.arg(n, i, name, d)  # noqa: E731
-        if f in (torch.flatten,):
-            return b.flatten(x(), a(1, "start_dim", 0), a(2, "end_dim", -1))
-        if f is torch.reshape:
-            return b.view(x(), a(1, "shape"))
-        if f is torch.squeeze:
-            d = a(1, "dim")
-            return layout.squeeze(
-                x(), None if d is None else (d,) if isinstance(d, int) else tuple(d)
-            )
-        if f is torch.unsqueeze:
-            return layout.unsqueeze(x(), a(1, "dim"))
-        if f in (torch.clone, torch.detach):
-            return x()
-        if f is torch.permute:
-            return b.permute(x(), a(1, "dims"))
-        if f in (torch.transpose, torch.swapaxes, torch.swapdims):
-            return b.transpose(x(), a(1, "dim0"), a(2, "dim1"))
-        if f is torch.t:
-            return b.mT(x())
-        if f is torch.narrow:
-            start, length = a(2, "start"), a(3, "length")
-            return layout.slice_(x(), a(1, "dim"), start, start + length)
-        if f is torch.split:
-            return b.split(x(), a(1, "split_size_or_sections"), a(2, "dim", 0))
-        if f is torch.chunk:
-            return b.chunk(x(), a(1, "chunks"), a(2, "dim", 0))
-        if f is torch.unbind:
-            u, d = x(), a(1, "dim", 0)
-            return [layout.select(u, d, i) for i in range(u.shape[d])]
-        if f in (torch.cat, torch.concat, torch.concatenate):
-            return b.cat(list(a(0, "tensors")), a(1, "dim", 0))
-        if f is torch.stack:
-            return b.stack(list(a(0, "tensors")), a(1, "dim", 0))
-        if f is torch.roll:
-            return b.roll(x(), a(1, "shifts"), a(2, "dims", None))
-        if f is F.pad:
-            if a(2, "mode", "constant") != "constant":
-                raise Unsupported(f"{self.desc(n)}: padding mode {a(2, 'mode')!r} is not supported")
-            return b.pad(x(), a(1, "pad"), float(a(3, "value", 0.0) or 0.0))
-        if f is torch.cumsum:
-            return self.cumsum(n)
-        if f in _FACTORY_VALUES or f is torch.full:
-            return self.factory(n)
-        if f is torch.tensor:
-            value = self.val(n.args[0]) if n.args else None
-            dtype = n.kwargs.get("dtype")
-            if (
-                isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                and (dtype in (None, torch.float32))
-            ):
-                return b.fill(float(value), ())  # a scalar from a Python number
-            raise Unsupported(f"{self.desc(n)}: only a tensor of one Python number is supported")
-        if f in (torch.randn, torch.rand):  # an initial state drawn in forward (h0 = randn)
-            return factory_leaf(self.b, f.__name__, self.val(n.args), self.val(n.kwargs))
-        if f in _RANDOM:
-            raise Unsupported(f"{self.desc(n)}: random numbers inside forward cannot be checked")
-        if f is torch.full_like:
-            return b.fill(float(a(1, "fill_value")), self.shape(n))
-        if f is torch.masked_fill:
-            return b.masked_fill(x(), a(1, "mask"), a(2, "value"))
-        if f in (torch.max, torch.min, torch.amax, torch.amin):
-            kind = "max" if f in (torch.max, torch.amax) else "min"
-            return self.minmax(n, kind, amax=f in (torch.amax, torch.amin))
-        if f in (torch.argmax, torch.argmin):
-            kind = "argmax" if f is torch.argmax else "argmin"
-            return b.argminmax(x(), a(1, "dim"), bool(a(2, "keepdim", False)), kind)
-        if f in (torch.sum, torch.mean):
-            return self.sum_mean(n, "sum" if f is torch.sum else "mean")
-        if f is torch.logsumexp:
-            return b.logsumexp(x(), a(1, "dim"), bool(a(2, "keepdim", False)))
-        if f in (torch.softmax, F.softmax, torch.log_softmax, F.log_softmax):
-            log = f in (torch.log_softmax, F.log_softmax)
-            return b.softmax(x(), a(1, "dim"), log=log)
-        if f in (F.max_pool1d, F.max_pool2d, F.max_pool3d):
-            if a(6, "return_indices", False):
-                raise Unsupported(f"{self.desc(n)}: max pooling with indices is not supported")
-            return b.pool(
-                "max_pool",
-                x(),
-                a(1, "kernel_size"),
-                a(2, "stride"),
-                a(3, "padding", 0),
-                a(4, "dilation", 1),
-                bool(a(5, "ceil_mode", False)),
-                self.shape(n),
-            )
-        if f in (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d):
-            if not a(5, "count_include_pad", True) or a(6, "divisor_override"):
-                raise Unsupported(f"{self.desc(n)}: this average pooling variant is not supported")
-            return b.pool(
-                "avg_pool",
-                x(),
-                a(1, "kernel_size"),
-                a(2, "stride"),
-                a(3, "padding", 0),
-                1,
-                bool(a(4, "ceil_mode", False)),
-                self.shape(n),
-            )
-        if f in (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d):
-            return b.adaptive_pool(x(), a(1, "output_size"), "avg")
-        if f in (F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d):
-            if a(2, "return_indices", False):
-                raise Unsupported(f"{self.desc(n)}: max pooling with indices is not supported")
-            return b.adaptive_pool(x(), a(1, "output_size"), "max")
-        if f in (torch.matmul, operator.matmul, torch.mm, torch.bmm):
-            return b.matmul(self.val(n.args[0]), self.val(n.args[1]))
-        if f is F.linear:
-            return b.linear(x(), a(1, "weight"), a(2, "bias"))
-        if f is torch.addmm:
-            return b.addmm(
-                a(0, "input"), a(1, "mat1"), a(2, "mat2"), a(3, "beta", 1), a(4, "alpha", 1)
-            )
-        if f is F.layer_norm:
-            return b.layer_norm(
-                x(),
-                tuple(a(1, "normalized_shape")),
-                a(2, "weight"),
-                a(3, "bias"),
-                float(a(4, "eps", 1e-5)),
-            )
-        if f is F.group_norm:
-            return b.group_norm(
-                x(), int(a(1, "num_groups")), a(2, "weight"), a(3, "bias"), float(a(4, "eps", 1e-5))
-            )
-        if f in (F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout):
-            if a(2, "training", True) and float(a(1, "p", 0.5)) > 0:
-                raise Unsupported(f"{self.desc(n)}: dropout in training mode is random")
-            return x()
-        if f is F.scaled_dot_product_attention:
-            return b.attention(
-                x(),
-                self.tensor(n, 1, "key"),
-                self.tensor(n, 2, "value"),
-                a(3, "attn_mask"),
-                bool(a(5, "is_causal", False)),
-                a(6, "scale"),
-                float(a(4, "dropout_p", 0.0)),
-            )
-        if f is F.normalize:
-            return self.normalize(n)
-        if f is F.embedding:
-            if a(3, "max_norm") is not None:
-                raise Unsupported(f"{self.desc(n)}: embedding with max_norm renormalises weights")
-            return b.embedding(a(1, "weight"), x())
-        if f is torch.einsum:
-            raise Unsupported(f"{self.desc(n)}: einsum is captured at the ATen level")
-        raise Unsupported(f"{self.desc(n)} is not supported by the builtin coder")
+        lowering = for_function(f)
+        if lowering is None:
+            raise Unsupported(f"{self.desc(n)} is not supported by the builtin coder")
+        return lowering(self, n)
 
     def getitem(self, n: torch.fx.Node) -> Any:
         base = self.val(n.args[0])
@@ -643,60 +424,9 @@ class FxConverter:
                 return torch.float32
         raise Unsupported(f"{self.desc(n)}: attribute {attr!r} is not supported")
 
-    def factory(self, n: torch.fx.Node) -> Use:
-        f = n.target
-        v = float(self.arg(n, 1, "fill_value")) if f is torch.full else _FACTORY_VALUES[f]
-        dtype = n.kwargs.get("dtype")
-        out = self.b.fill(v, self.shape(n))
-        if dtype == torch.bool:
-            node = self.g.node(out.vid)
-            assert node is not None
-            node.params["dtype"] = "bool"
-        elif dtype not in (None, torch.float32):
-            raise Unsupported(f"{self.desc(n)}: a {dtype} tensor is not supported")
-        return out
-
-    def cumsum(self, n: torch.fx.Node) -> Use:
-        if n.kwargs.get("dtype") is not None:
-            raise Unsupported(f"{self.desc(n)}: cumsum with a dtype is not supported")
-        return self.b.cumsum(self.tensor(n), int(self.arg(n, 1, "dim")))
-
-    def minmax(self, n: torch.fx.Node, kind: str, amax: bool) -> Any:
-        x = self.tensor(n)
-        other = self.arg(n, 1, "dim")
-        if isinstance(other, Use):
-            return self.b.binary("maximum" if kind == "max" else "minimum", x, other)
-        keepdim = bool(self.arg(n, 2, "keepdim", False))
-        pair = other is not None and not amax
-        return self.b.minmax(x, other, keepdim, kind, pair)
-
-    def sum_mean(self, n: torch.fx.Node, kind: str) -> Use:
-        if n.kwargs.get("dtype") is not None:
-            raise Unsupported(f"{self.desc(n)}: reductions with a dtype are not supported")
-        return self.b.sum_mean(
-            self.tensor(n), self.arg(n, 1, "dim"), bool(self.arg(n, 2, "keepdim", False)), kind
-        )
-
-    def normalize(self, n: torch.fx.Node) -> Use:
-        x = self.tensor(n)
-        p, dim, eps = (
-            self.arg(n, 1, "p", 2.0),
-            self.arg(n, 2, "dim", 1),
-            self.arg(n, 3, "eps", 1e-12),
-        )
-        if float(p) != 2.0:
-            raise Unsupported(f"{self.desc(n)}: normalize with p={p} is not supported")
-        b = self.b
-        sq = b.ew("square", [b.plain(x)], shape=x.shape)
-        total = b.sum_mean(sq, dim, True, "sum")
-        norm = b.ew("sqrt", [total], shape=total.shape)
-        norm = b.ew("clamp_min", [norm], shape=total.shape, lo=float(eps))
-        return b.ew("div", [b.plain(x), norm], shape=x.shape)
-
     # -- tensor methods --------------------------------------------------------------------------
     def method(self, n: torch.fx.Node) -> Any:
         m = str(n.target)
-        b = self.b
         self.check_inplace(n, m.endswith("_") and m not in ("copy_",))
         self_v = self.val(n.args[0])
         if isinstance(self_v, MinMax):
@@ -711,80 +441,13 @@ class FxConverter:
             return math.prod(self.tensor(n).shape)
         if m in self.methods:
             return self.ew_call(n, self.methods[m], None)
-        x = self.tensor(n)
-        rest = [self.val(v) for v in n.args[1:]]
-        if m in ("view", "reshape"):
-            shape = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
-            if not shape:
-                shape = self.val(n.kwargs.get("shape") or n.kwargs.get("size"))
-            return b.view(x, shape)
-        if m in ("view_as", "reshape_as"):
-            return b.view(x, rest[0].shape)
-        if m == "flatten":
-            return b.flatten(x, self.arg(n, 1, "start_dim", 0), self.arg(n, 2, "end_dim", -1))
-        if m == "squeeze":
-            d = self.arg(n, 1, "dim")
-            return layout.squeeze(
-                x, None if d is None else (d,) if isinstance(d, int) else tuple(d)
-            )
-        if m == "unsqueeze":
-            return layout.unsqueeze(x, self.arg(n, 1, "dim"))
-        if m in ("contiguous",):
-            return b.contiguous(x)
-        if m in ("clone", "detach", "float", "to", "cuda", "cpu", "type_as", "requires_grad_"):
-            if m == "to" and any(isinstance(v, torch.dtype) and v != torch.float32 for v in rest):
-                raise Unsupported(f"{self.desc(n)}: a dtype conversion is not supported")
-            return x
-        if m in ("expand", "broadcast_to"):
-            shape = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
-            return layout.expand(x, tuple(int(d) for d in shape))
-        if m == "expand_as":
-            return layout.expand(x, rest[0].shape)
-        if m == "permute":
-            dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
-            return b.permute(x, dims)
-        if m in ("transpose", "swapaxes", "swapdims"):
-            return b.transpose(x, rest[0], rest[1])
-        if m == "t":
-            return b.mT(x)
-        if m == "narrow":
-            dim, start, length = rest
-            return layout.slice_(x, dim, start, start + length)
-        if m == "split":
-            return b.split(x, rest[0] if rest else n.kwargs["split_size"], self.arg(n, 2, "dim", 0))
-        if m == "chunk":
-            return b.chunk(x, rest[0], self.arg(n, 2, "dim", 0))
-        if m == "roll":
-            return b.roll(x, self.arg(n, 1, "shifts"), self.arg(n, 2, "dims", None))
-        if m == "unbind":
-            d = self.arg(n, 1, "dim", 0)
-            return [layout.select(x, d, i) for i in range(x.shape[d])]
-        if m == "unfold":
-            return layout.unfold(x, *[int(v) for v in rest[:3]])
-        if m == "repeat":
-            reps = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
-            return b.repeat(x, tuple(int(r) for r in reps))
-        if m in ("masked_fill", "masked_fill_"):
-            return b.masked_fill(x, rest[0], rest[1])
-        if m == "copy_":
-            return self.copy_(n, x, rest[0])
-        if m == "cumsum":
-            return self.cumsum(n)
-        if m in ("sum", "mean"):
-            return self.sum_mean(n, m)
-        if m in ("max", "min", "amax", "amin"):
-            return self.minmax(n, m.removeprefix("a"), amax=m.startswith("a"))
-        if m == "logsumexp":
-            return b.logsumexp(x, self.arg(n, 1, "dim"), bool(self.arg(n, 2, "keepdim", False)))
-        if m in ("argmax", "argmin"):
-            return b.argminmax(x, self.arg(n, 1, "dim"), bool(self.arg(n, 2, "keepdim", False)), m)
-        if m in ("softmax", "log_softmax"):
-            return b.softmax(x, self.arg(n, 1, "dim"), log=m == "log_softmax")
-        if m in ("matmul", "mm", "bmm"):
-            return b.matmul(x, rest[0])
+        self.tensor(n)
         if m in ("zero_", "fill_"):
             raise Unsupported(f"{self.desc(n)}: in-place filling is not supported")
-        raise Unsupported(f"{self.desc(n)} is not supported by the builtin coder")
+        lowering = for_method(m)
+        if lowering is None:
+            raise Unsupported(f"{self.desc(n)} is not supported by the builtin coder")
+        return lowering(self, n)
 
     def copy_(self, n: torch.fx.Node, dst: Use, src: Any) -> Use:
         """`attr.copy_(x)` on a plain tensor attribute: later reads of it see x."""
@@ -960,14 +623,6 @@ class FxConverter:
         )
 
 
-_FACTORY_VALUES: dict[Any, float] = {
-    torch.zeros: 0.0,
-    torch.ones: 1.0,
-    torch.zeros_like: 0.0,
-    torch.ones_like: 1.0,
-}
-_RANDOM = {torch.rand, torch.randn, torch.randint, torch.randperm, torch.normal}
-_RANDOM |= {torch.rand_like, torch.randn_like, torch.randint_like, torch.bernoulli}
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv}
 _INT_OPS: dict[Any, Any] = {
     operator.floordiv: operator.floordiv,

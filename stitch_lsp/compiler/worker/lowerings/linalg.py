@@ -1,0 +1,103 @@
+"""GEMMs, convolutions, attention and embeddings: the heavy ops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.fx
+
+from stitch_lsp.compiler.ir import Unsupported
+from stitch_lsp.compiler.worker.converter import Converter
+from stitch_lsp.compiler.worker.lowering import register_lowering
+
+
+@register_lowering("matmul")
+def matmul(cx: Converter, n: torch.fx.Node) -> Any:
+    return cx.b.matmul(cx.val(n.args[0]), cx.val(n.args[1]))
+
+
+@register_lowering("linear")
+def linear(cx: Converter, n: torch.fx.Node) -> Any:
+    return cx.b.linear(cx.tensor(n), cx.arg(n, 1, "weight"), cx.arg(n, 2, "bias"))
+
+
+@register_lowering("addmm")
+def addmm(cx: Converter, n: torch.fx.Node) -> Any:
+    bias, m1, m2, beta, alpha = cx.args(
+        n, ("input", None), ("mat1", None), ("mat2", None), ("beta", 1), ("alpha", 1)
+    )
+    return cx.b.addmm(bias, m1, m2, beta, alpha)
+
+
+@register_lowering("baddbmm", path="aten")
+def baddbmm(cx: Converter, n: torch.fx.Node) -> Any:
+    b = cx.b
+    bias, m1, m2 = (cx.val(a) for a in n.args[:3])
+    beta, alpha = cx.val(n.kwargs.get("beta", 1)), cx.val(n.kwargs.get("alpha", 1))
+    prod = b.matmul(m1, m2)
+    if alpha != 1:
+        prod = b.ew("mul", [prod, b.operand(float(alpha))], shape=prod.shape)
+    if beta == 0:
+        return prod
+    term = b.operand(bias)
+    if beta != 1:
+        term = b.ew("mul", [term, b.operand(float(beta))])
+    return b.ew("add", [prod, term], shape=prod.shape)
+
+
+@register_lowering("einsum", path="fx")
+def einsum(cx: Converter, n: torch.fx.Node) -> Any:
+    raise Unsupported(f"{cx.desc(n)}: einsum is captured at the ATen level")
+
+
+@register_lowering("conv", path="aten")
+def convolution(cx: Converter, n: torch.fx.Node) -> Any:
+    u, w, bias, stride, pad, dil, transposed, out_pad, groups = cx.args(
+        n,
+        ("input", None),
+        ("weight", None),
+        ("bias", None),
+        ("stride", 1),
+        ("padding", 0),
+        ("dilation", 1),
+        ("transposed", False),
+        ("output_padding", 0),
+        ("groups", 1),
+    )
+    return cx.b.conv(
+        u,
+        w,
+        bias,
+        stride=stride,
+        padding=pad,
+        dilation=dil,
+        groups=int(groups),
+        transposed=bool(transposed),
+        output_padding=out_pad,
+        out=cx.out_shape(n),  # type: ignore[arg-type]
+    )
+
+
+@register_lowering("scaled_dot_product_attention", path="fx")
+def attention(cx: Converter, n: torch.fx.Node) -> Any:
+    return cx.b.attention(
+        cx.tensor(n),
+        cx.tensor(n, 1, "key"),
+        cx.tensor(n, 2, "value"),
+        cx.arg(n, 3, "attn_mask"),
+        bool(cx.arg(n, 5, "is_causal", False)),
+        cx.arg(n, 6, "scale"),
+        float(cx.arg(n, 4, "dropout_p", 0.0)),
+    )
+
+
+@register_lowering("embedding", path="aten")
+def embedding_aten(cx: Converter, n: torch.fx.Node) -> Any:
+    raise Unsupported(f"{cx.desc(n)}: embedding with integer indices is not supported yet")
+
+
+@register_lowering("embedding", path="fx")
+def embedding(cx: Converter, n: torch.fx.Node) -> Any:
+    if cx.arg(n, 3, "max_norm") is not None:
+        raise Unsupported(f"{cx.desc(n)}: embedding with max_norm renormalises weights")
+    return cx.b.embedding(cx.arg(n, 1, "weight"), cx.tensor(n))
