@@ -1,0 +1,67 @@
+"""Hugging Face T5 encoder (`T5EncoderModel` from a config, random weights): last_hidden_state.
+
+RMS-style LayerNorm without bias, relative position buckets, ReLU MLP. Full: t5-base's encoder
+(12 layers, width 768, 12 heads, MLP 3072), 4 sequences of 512 tokens. Small: 2 layers of width
+64, a vocabulary of 512, 2 sequences of 16 tokens.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.nn as nn
+
+CONFIGS = {
+    "full": {
+        "num_layers": 12,
+        "d_model": 768,
+        "d_kv": 64,
+        "d_ff": 3072,
+        "num_heads": 12,
+        "vocab_size": 32128,
+    },
+    "small": {
+        "num_layers": 2,
+        "d_model": 64,
+        "d_kv": 16,
+        "d_ff": 128,
+        "num_heads": 4,
+        "vocab_size": 512,
+    },
+}
+
+
+class Model(nn.Module):
+    def __init__(self, size: str, dtype: str) -> None:
+        super().__init__()
+        from transformers import T5Config, T5EncoderModel
+
+        torch.manual_seed(0)
+        config = T5Config(**CONFIGS[size], use_cache=False)
+        self.net = T5EncoderModel(config)
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.net(input_ids=input_ids).last_hidden_state
+
+
+def get_inputs() -> list[torch.Tensor]:
+    c = _common()
+    return c.tokens(CONFIGS[c.size()]["vocab_size"], small=(2, 16), full=(4, 512))
+
+
+def get_init_inputs() -> list[str]:
+    return _common().init_inputs()
+
+
+def _common() -> ModuleType:
+    """The suite's `_common.py`, loaded by path: the Verifier imports this file from elsewhere."""
+    name = "stitch_real_models_common"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_common.py"))
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]

@@ -1,0 +1,48 @@
+"""timm ConvNeXt-Nano (`convnext_nano`), random weights.
+
+Full: ImageNet size, 8 images of 224x224. Small: one block per stage at widths 16 to 128, 10
+classes, 2 images of 32x32.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.nn as nn
+
+SMALL = {"depths": (1, 1, 1, 1), "dims": (16, 32, 64, 128), "num_classes": 10}
+
+
+class Model(nn.Module):
+    def __init__(self, size: str, dtype: str) -> None:
+        super().__init__()
+        import timm
+
+        torch.manual_seed(0)
+        kwargs = {} if size == "full" else SMALL
+        self.net = timm.create_model("convnext_nano", pretrained=False, **kwargs)
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def get_inputs() -> list[torch.Tensor]:
+    return _common().images(small=(2, 32))
+
+
+def get_init_inputs() -> list[str]:
+    return _common().init_inputs()
+
+
+def _common() -> ModuleType:
+    """The suite's `_common.py`, loaded by path: the Verifier imports this file from elsewhere."""
+    name = "stitch_real_models_common"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_common.py"))
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]

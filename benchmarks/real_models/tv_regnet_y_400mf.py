@@ -1,0 +1,51 @@
+"""torchvision RegNetY-400MF, random weights (grouped convs with squeeze-excitation).
+
+Full: ImageNet size, 8 images of 224x224. Small: the same RegNet class at depth 4 and widths
+from 16, 10 classes, 2 images of 32x32.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.nn as nn
+
+SMALL_BLOCKS = {"depth": 4, "w_0": 16, "w_a": 8.0, "w_m": 2.0, "group_width": 8, "se_ratio": 0.25}
+
+
+class Model(nn.Module):
+    def __init__(self, size: str, dtype: str) -> None:
+        super().__init__()
+        from torchvision.models import regnet_y_400mf
+        from torchvision.models.regnet import BlockParams, RegNet
+
+        torch.manual_seed(0)
+        if size == "full":
+            self.net = regnet_y_400mf()
+        else:
+            self.net = RegNet(BlockParams.from_init_params(**SMALL_BLOCKS), num_classes=10)
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def get_inputs() -> list[torch.Tensor]:
+    return _common().images(small=(2, 32))
+
+
+def get_init_inputs() -> list[str]:
+    return _common().init_inputs()
+
+
+def _common() -> ModuleType:
+    """The suite's `_common.py`, loaded by path: the Verifier imports this file from elsewhere."""
+    name = "stitch_real_models_common"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("_common.py"))
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
