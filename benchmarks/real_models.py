@@ -188,7 +188,7 @@ def markdown(
         if capture_only:
             lines += coverage_markdown(report, bad)
         else:
-            lines += bench.markdown(report).splitlines()[2:]  # its own title dropped
+            lines += [*bench.markdown(report).splitlines()[2:], ""]  # its own title dropped
         groups = refusals(report)
         if groups:
             lines += ["Refusals, grouped (line numbers and sizes left out):", ""]
