@@ -218,8 +218,16 @@ register_op(
     aten=("_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"),
 )
 register_op("vector_norm", OpKind.reduction, names=("norm",), aten=("linalg_vector_norm",))
+register_op(
+    "var",
+    OpKind.reduction,
+    names=("var", "std"),
+    functions=("torch.var", "torch.std"),
+    methods=("var", "std"),
+    aten=("var", "std"),
+)
 for _name in _words(
-    "prod std var cumprod cummax cummin diff sort topk cosine_similarity pairwise_distance cdist"
+    "prod cumprod cummax cummin diff sort topk cosine_similarity pairwise_distance cdist"
 ):
     register_op(_name, OpKind.reduction)
 

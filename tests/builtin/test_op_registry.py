@@ -126,3 +126,43 @@ def test_a_new_op_is_one_registration_and_one_lowering(tmp_path: Path, extra_op:
     x = torch.randn(4, 8)
     (got,) = run_graph(graph, mod.Model(), [x])  # type: ignore[arg-type]
     torch.testing.assert_close(got, torch.relu(x) + x)
+
+
+VARIANCE = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        a = torch.var(x, dim=-1, keepdim=True)
+        b = x.std(1, unbiased=False, keepdim=True)
+        c = torch.var(x, dim=(1, 2), correction=0, keepdim=True)
+        return x * a + b - c + x.std()
+
+def get_inputs():
+    return [torch.randn(2, 6, 5)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("path_kind", ["fx", "aten"])
+def test_var_and_std_in_every_spelling(tmp_path: Path, path_kind: str) -> None:
+    """The README's example of a reduction op: one register_op, one lowering."""
+    from stitch_lsp.compiler.worker.capture import build_on_meta
+    from stitch_lsp.compiler.worker.capture_aten import capture_aten
+
+    from .helpers import import_path
+    from .interp import run_graph
+
+    path = write_problem(tmp_path, "variance", VARIANCE)
+    if path_kind == "fx":
+        graph = _fx_capture(path)
+    else:
+        model, inputs = build_on_meta(path)
+        graph = capture_aten(model, inputs, ["x"], str(path))
+    mod = import_path(path, f"variance_{path_kind}")
+    x = torch.randn(2, 6, 5)
+    (got,) = run_graph(graph, mod.Model(), [x])  # type: ignore[arg-type]
+    torch.testing.assert_close(got, mod.Model()(x), rtol=1e-5, atol=1e-5)

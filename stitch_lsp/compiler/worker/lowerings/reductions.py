@@ -6,6 +6,7 @@ from typing import Any
 
 import torch.fx
 
+from stitch_lsp.compiler.builder import dims_of
 from stitch_lsp.compiler.ir import Unsupported, Use
 from stitch_lsp.compiler.worker.converter import Converter
 from stitch_lsp.compiler.worker.lowering import register_lowering
@@ -90,3 +91,31 @@ def vector_norm(cx: Converter, n: torch.fx.Node) -> Any:
     sq = b.ew("square", [b.plain(u)], shape=u.shape)
     total = b.sum_mean(sq, dim, bool(keep), "sum")
     return b.ew("sqrt", [total], shape=total.shape)
+
+
+@register_lowering("var")
+def var(cx: Converter, n: torch.fx.Node) -> Any:
+    """var/std in two passes over the reduced dims (mean, then the mean square deviation),
+    fp32 throughout; `correction` (or `unbiased`) as torch reads it, in every spelling."""
+    b, x = cx.b, cx.tensor(n)
+    dim = cx.arg(n, 1, "dim")
+    unbiased = cx.val(n.kwargs.get("unbiased", True))
+    keepdim = cx.val(n.kwargs.get("keepdim", False))
+    if isinstance(dim, bool):  # var(x, unbiased)
+        dim, unbiased = None, dim
+    elif len(n.args) > 2:  # var(x, dim, unbiased, keepdim)
+        unbiased = cx.val(n.args[2])
+        keepdim = cx.val(n.args[3]) if len(n.args) > 3 else keepdim
+    correction = cx.val(n.kwargs.get("correction"))
+    correction = float((1 if unbiased else 0) if correction is None else correction)
+    axes = dims_of(dim, len(x.shape))
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    if count - correction <= 0:
+        raise Unsupported(f"{cx.desc(n)}: {count} elements with correction {correction:g}")
+    mean = b.sum_mean(x, axes, True, "mean")
+    dev = b.ew("sub", [b.plain(x), mean], shape=x.shape)
+    total = b.sum_mean(b.ew("square", [dev], shape=x.shape), axes, bool(keepdim), "sum")
+    out = b.ew("mul", [total, b.operand(1.0 / (count - correction))], shape=total.shape)
+    return b.ew("sqrt", [out], shape=out.shape) if cx.spelled(n) == "std" else out
