@@ -406,13 +406,25 @@ class Builder:
         return self.affine(y, w, b, channel_shape)
 
     # -- pooling -------------------------------------------------------------------------------
-    def pool(self, fn: str, x: Use, k: Any, s: Any, p: Any, d: Any, ceil: bool, out: Shape) -> Use:
+    def pool(
+        self,
+        fn: str,
+        x: Use,
+        k: Any,
+        s: Any,
+        p: Any,
+        d: Any,
+        ceil: bool,
+        out: Shape,
+        include_pad: bool = True,
+    ) -> Use:
+        """Max or average pooling. An average whose windows do not all hold `k` counted elements
+        (ceil_mode windows past the edge, padding left out of the count) gets a per-window
+        divisor (`clipped`), as torch computes it; every other average divides by the window."""
         x = self.contiguous(x)
         nd = len(x.shape) - 2
         if nd < 1:
             raise self.fail("pooling needs spatial dims")
-        if ceil and fn != "max_pool":
-            raise self.fail("average pooling with ceil_mode is not supported")
 
         def tup(v: Any) -> tuple[int, ...]:
             return tuple(int(e) for e in v) if isinstance(v, (tuple, list)) else (int(v),) * nd
@@ -422,8 +434,21 @@ class Builder:
             p = p[0]
         if isinstance(d, (tuple, list)) and len(d) == 1:
             d = d[0]
-        params = {"kernel": tup(k), "stride": stride, "padding": tup(p), "dilation": tup(d)}
-        if fn == "avg_pool" and not any(params["padding"]):
+        params: dict[str, Any] = {
+            "kernel": tup(k),
+            "stride": stride,
+            "padding": tup(p),
+            "dilation": tup(d),
+        }
+        if fn == "avg_pool":
+            kern, pads, spatial = params["kernel"], params["padding"], x.shape[2:]
+            past_edge = any(
+                (o - 1) * st + kk > n + 2 * pd
+                for o, st, kk, n, pd in zip(out[2:], stride, kern, spatial, pads, strict=True)
+            )
+            if past_edge or (not include_pad and any(pads)):
+                params["clipped"] = "padded" if include_pad else "inside"
+        if fn == "avg_pool" and not any(params["padding"]) and "clipped" not in params:
             moved = self._pool_before_pointwise_conv(x, params, out)
             if moved is not None:
                 return moved

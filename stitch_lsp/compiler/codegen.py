@@ -188,8 +188,21 @@ class _GroupGen:
         load = f"__ldg({arg.name} + {base})"
         body = f"{name} = fmaxf({name}, {load});" if is_max else f"{name} += {load};"
         lines += loops + ["    " + body] + ["  }"] * nd
+        clipped = node.params.get("clipped")
+        if clipped and not is_max:
+            lines.append("  idx_t cnt = 1;")
+            for d in range(nd):
+                ax = d + 2
+                kd, sd, pd, n = k[d], st[d], pad[d], inp[ax]  # type: ignore[index]
+                lines.append(f"  {{ const idx_t s = o{ax} * {sd} - {pd};")
+                lines.append(f"    const idx_t e = min(s + {kd}, (idx_t){n + pd});")
+                if clipped == "padded":
+                    lines.append("    cnt *= e - s; }")
+                else:
+                    lines.append(f"    cnt *= min(e, (idx_t){n}) - max(s, (idx_t)0); }}")
+            lines.append(f"  {name} /= (float)cnt;")
         lines.append("}")
-        if not is_max:
+        if not is_max and not clipped:
             count = 1
             for d in range(nd):
                 count *= k[d]  # type: ignore[index]

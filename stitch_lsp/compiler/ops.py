@@ -251,6 +251,7 @@ register_op(
 register_op(
     "batch_norm",
     OpKind.norm,
+    functions=(_F + "batch_norm",),
     modules=tuple(_NN + m for m in _words("BatchNorm1d BatchNorm2d BatchNorm3d")),
     aten=(
         "_native_batch_norm_legit",
@@ -325,6 +326,12 @@ register_op(
     modules=(_NN + "Dropout",),
     aten=_words("dropout native_dropout feature_dropout alpha_dropout"),
 )
+register_op(
+    "stochastic_depth",
+    OpKind.dropout,
+    names=(),
+    functions=("torchvision.ops.stochastic_depth.stochastic_depth",),
+)
 register_op("embedding", OpKind.embedding, functions=(_F + "embedding",), aten=("embedding",))
 
 # -- views: no work, no traffic when fused --------------------------------------------------------
@@ -392,6 +399,12 @@ register_op(
 register_op("chunk", OpKind.view, functions=("torch.chunk",), methods=("chunk",), aten=("chunk",))
 register_op(
     "unbind", OpKind.view, functions=("torch.unbind",), methods=("unbind",), aten=("unbind",)
+)
+register_op(
+    "relative_position_bias",
+    OpKind.view,
+    names=(),
+    functions=("torchvision.models.swin_transformer._get_relative_position_bias",),
 )
 register_op("unfold", OpKind.view, names=(), methods=("unfold",), aten=("unfold",))
 

@@ -123,7 +123,10 @@ def run_graph(
                     out = fn(args[0], p["kernel"], p["stride"], p["padding"], p["dilation"], True)
             else:
                 fn = getattr(F, f"avg_pool{nd}d")
-                out = fn(args[0], p["kernel"], p["stride"], p["padding"])
+                cip = p.get("clipped") != "inside"
+                out = fn(args[0], p["kernel"], p["stride"], p["padding"], False, cip)
+                if tuple(out.shape) != tuple(n.shape):  # ceil_mode
+                    out = fn(args[0], p["kernel"], p["stride"], p["padding"], True, cip)
         elif n.kind == "gemm":
             out = torch.matmul(args[0], args[1])
             if len(args) > 2:

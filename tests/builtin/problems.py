@@ -161,6 +161,14 @@ PROBLEMS["pools_padded"] = problem(
     "a = F.max_pool2d(x, 3, 2, 1)\nb = F.avg_pool2d(x, 3, 2, 1)\nreturn a - b",
     "torch.randn(2, 4, 11, 9)",
 )
+# Average pools whose windows do not all count `k` elements: ceil_mode windows past the edge,
+# padding left out of the count (ResNet-D's downsample), both together.
+PROBLEMS["avgpool_ceil_exclude_pad"] = problem(
+    "self.down = nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)",
+    "a = self.down(x)\nb = F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)\n"
+    "c = F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)\nreturn a[..., :4, :4] + b + c",
+    "torch.randn(2, 4, 7, 7)",
+)
 PROBLEMS["maxpool3d_dilated"] = problem(
     "self.pool = nn.MaxPool3d(kernel_size=2, stride=2, dilation=2)",
     "return self.pool(x) + 1.0",

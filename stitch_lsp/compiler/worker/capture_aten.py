@@ -241,7 +241,6 @@ class AtenConverter(Converter):
             raise Unsupported(f"{self.desc(n)}: an in-place op on a tensor that has views")
 
     def state_leaf(self, n: torch.fx.Node, name: str) -> Use:
-        """A buffer of the model by its path (a batch norm's num_batches_tracked)."""
         if name not in self.state_names:
             raise Unsupported(f"{self.desc(n)}: batch norm without num_batches_tracked")
         t = self._state_tensor(name)

@@ -271,6 +271,13 @@ class FxConverter(Converter):
     def out_shape(self, n: torch.fx.Node) -> Shape:
         return self.shape(n)
 
+    def state_leaf(self, n: torch.fx.Node, name: str) -> Use:
+        owner, _, last = name.rpartition(".")
+        leaf = self.param(owner, last)
+        if leaf is None:
+            raise Unsupported(f"{self.desc(n)}: batch norm without num_batches_tracked")
+        return leaf
+
     def param(self, module_path: str, name: str) -> Use | None:
         mod = self.gm.get_submodule(module_path)
         t = getattr(mod, name, None)
@@ -561,8 +568,8 @@ class FxConverter(Converter):
                 self.shape(n),
             )
         if isinstance(mod, (nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d)):
-            if not mod.count_include_pad or getattr(mod, "divisor_override", None):
-                raise Unsupported(f"{self.desc(n)}: this average pooling variant is not supported")
+            if getattr(mod, "divisor_override", None):
+                raise Unsupported(f"{self.desc(n)}: average pooling with divisor_override")
             return b.pool(
                 "avg_pool",
                 x,
@@ -572,6 +579,7 @@ class FxConverter(Converter):
                 1,
                 mod.ceil_mode,
                 self.shape(n),
+                include_pad=bool(mod.count_include_pad),
             )
         if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
             return b.adaptive_pool(x, mod.output_size, "avg")

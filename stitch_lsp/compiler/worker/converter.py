@@ -85,6 +85,10 @@ class Converter:
         """The node's result shape, as the path checks it."""
         raise NotImplementedError
 
+    def state_leaf(self, n: torch.fx.Node, name: str) -> Use:
+        """A buffer of the model by its path (a batch norm's num_batches_tracked)."""
+        raise NotImplementedError
+
     def line(self, node: torch.fx.Node) -> int | None:
         return line_in(node.meta.get("stack_trace"), self.path)
 

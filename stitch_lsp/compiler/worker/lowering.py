@@ -56,13 +56,19 @@ class _Spellings:
         import stitch_lsp.compiler.worker.lowerings  # noqa: F401  (registers every lowering)
 
         self.functions: dict[Any, Lowering] = {}
+        self.library: dict[str, Lowering] = {}
         self.methods: dict[str, Lowering] = {}
         self.aten: dict[str, Lowering] = {}
         for name, op in OPS.items():
             fx, aten = _FX.get(name), _ATEN.get(name)
             if fx is not None:
                 for dotted in op.functions:
-                    self.functions[resolve(dotted)] = fx
+                    if dotted.split(".", 1)[0] in ("torch", "operator"):
+                        obj = resolve(dotted)
+                        if obj is not None:
+                            self.functions[obj] = fx
+                    else:  # a library's helper: matched by name, its library never imported here
+                        self.library[dotted] = fx
                 for method in op.methods:
                     self.methods[method] = fx
             if aten is not None:
@@ -81,7 +87,13 @@ def _table() -> _Spellings:
 
 
 def for_function(f: Any) -> Lowering | None:
-    return _table().functions.get(f)
+    table = _table()
+    found = table.functions.get(f)
+    if found is None and table.library:
+        module, name = getattr(f, "__module__", None), getattr(f, "__qualname__", None)
+        if isinstance(module, str) and isinstance(name, str):
+            found = table.library.get(f"{module}.{name}")
+    return found
 
 
 def for_method(name: str) -> Lowering | None:

@@ -59,12 +59,26 @@ def group_norm(cx: Converter, n: torch.fx.Node) -> Any:
     return cx.b.group_norm(cx.tensor(n), groups, w, bias, float(cx.arg(n, 4, "eps", 1e-5)))
 
 
+@register_lowering("batch_norm", path="fx")
+def batch_norm_function(cx: Converter, n: torch.fx.Node) -> Any:
+    """F.batch_norm, as library norm layers call it (timm's BatchNormAct2d)."""
+    u, rm, rv, w, bias, training, momentum, eps = cx.args(
+        n,
+        ("input", None),
+        ("running_mean", None),
+        ("running_var", None),
+        ("weight", None),
+        ("bias", None),
+        ("training", False),
+        ("momentum", 0.1),
+        ("eps", 1e-5),
+    )
+    return _batch_norm(cx, n, u, w, bias, rm, rv, training, momentum, eps)
+
+
 @register_lowering("batch_norm", path="aten")
 def batch_norm(cx: Converter, n: torch.fx.Node) -> Any:
     """The three ATen spellings of batch norm; running statistics must be a module's buffers."""
-    from stitch_lsp.compiler.worker.capture_aten import AtenConverter
-
-    assert isinstance(cx, AtenConverter)
     name = cx.spelled(n)
     common = (("input", None), ("weight", None), ("bias", None))
     stats = (("running_mean", None), ("running_var", None))
@@ -79,6 +93,21 @@ def batch_norm(cx: Converter, n: torch.fx.Node) -> Any:
         u, w, bias, rm, rv, training, momentum, eps = cx.args(
             n, *common, *stats, ("training", True), *tail
         )
+    return (_batch_norm(cx, n, u, w, bias, rm, rv, training, momentum, eps), None, None)
+
+
+def _batch_norm(
+    cx: Converter,
+    n: torch.fx.Node,
+    u: Any,
+    w: Any,
+    bias: Any,
+    rm: Any,
+    rv: Any,
+    training: Any,
+    momentum: Any,
+    eps: Any,
+) -> Use:
     running = None
     module = ""
     if isinstance(rm, Use) and isinstance(rv, Use):
@@ -93,7 +122,7 @@ def batch_norm(cx: Converter, n: torch.fx.Node) -> Any:
             counter = f"{owner}.num_batches_tracked" if owner else "num_batches_tracked"
             nbt = cx.state_leaf(n, counter)
         running = (rm, rv, nbt)
-    y = cx.b.batch_norm(
+    return cx.b.batch_norm(
         u,
         w,
         bias,
@@ -104,7 +133,6 @@ def batch_norm(cx: Converter, n: torch.fx.Node) -> Any:
         instance=False,
         module=module,
     )
-    return (y, None, None)
 
 
 @register_lowering("normalize", path="fx")
@@ -169,9 +197,20 @@ def avg_pool(cx: Converter, n: torch.fx.Node) -> Any:
         ("count_include_pad", True),
         ("divisor_override", None),
     )
-    if not cip or div:
-        raise Unsupported(f"{cx.desc(n)}: this average pooling variant is not supported")
-    return cx.b.pool("avg_pool", cx.tensor(n), k, s, p, 1, bool(ceil), cx.out_shape(n))  # type: ignore[arg-type]
+    if div:
+        raise Unsupported(f"{cx.desc(n)}: average pooling with divisor_override")
+    out = cx.out_shape(n)
+    return cx.b.pool(
+        "avg_pool",
+        cx.tensor(n),
+        k,
+        s,
+        p,
+        1,
+        bool(ceil),
+        out,  # type: ignore[arg-type]
+        include_pad=bool(cip),
+    )
 
 
 @register_lowering("adaptive_avg_pool")
@@ -192,6 +231,15 @@ def adaptive_max_pool(cx: Converter, n: torch.fx.Node) -> Any:
 
 
 # -- dropout (identity in eval mode) ------------------------------------------------------------
+
+
+@register_lowering("stochastic_depth", path="fx")
+def stochastic_depth(cx: Converter, n: torch.fx.Node) -> Any:
+    """torchvision's drop-path (EfficientNet, ConvNeXt, Swin): the identity in eval mode."""
+    p, training = cx.arg(n, 1, "p", 0.0), cx.arg(n, 3, "training", True)
+    if training and float(p) > 0:
+        raise Unsupported(f"{cx.desc(n)}: stochastic depth in training mode is random")
+    return cx.tensor(n)
 
 
 @register_lowering("dropout", path="aten")

@@ -131,3 +131,16 @@ def unbind(cx: Converter, n: torch.fx.Node) -> Any:
 def unfold(cx: Converter, n: torch.fx.Node) -> Any:
     dim, size, step = cx.arg(n, 1, "dimension", 0), cx.arg(n, 2, "size", 1), cx.arg(n, 3, "step", 1)
     return layout.unfold(cx.tensor(n), int(dim), int(size), int(step))
+
+
+@register_lowering("relative_position_bias", path="fx")
+def relative_position_bias(cx: Converter, n: torch.fx.Node) -> Any:
+    """torchvision Swin's bias: the table gathered by its index buffer, as (1, heads, N, N)."""
+    table, index, window = (
+        cx.tensor(n),
+        cx.arg(n, 1, "relative_position_index"),
+        cx.arg(n, 2, "window_size"),
+    )
+    count = int(window[0]) * int(window[1])
+    bias = cx.b.view(cx.b.index(table, index), [count, count, -1])
+    return layout.unsqueeze(cx.b.contiguous(cx.b.permute(bias, [2, 0, 1])), 0)
