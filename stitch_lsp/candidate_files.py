@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 from stitch_lsp import candidate_header
-from stitch_lsp.candidate_header import HEADER_RE, HeaderError
+from stitch_lsp.candidate_header import HeaderError
 
-__all__ = ["HEADER_RE", "HeaderError", "free_name", "header_line", "with_header", "write_new"]
+__all__ = ["HeaderError", "free_name", "header_line", "with_header", "write_new"]
 
 
 def free_name(
@@ -38,14 +38,14 @@ def free_name(
 
 def header_line(reference: Path, out: Path) -> str:
     """The header naming `reference` relative to `out`'s folder; HeaderError if no header can."""
-    rel = os.path.relpath(reference.resolve(), out.resolve().parent)
-    return candidate_header.header_line(Path(rel).as_posix())
+    rel = candidate_header.relative_reference(reference, out.resolve().parent)
+    return candidate_header.header_line(rel)
 
 
 def with_header(code: str, reference: Path, out: Path) -> str:
     """The file's text: our header first (replacing one the Coder may have written)."""
     lines = code.splitlines()
-    if lines and candidate_header.HEADER_START.match(lines[0].strip()):
+    if lines and candidate_header.is_header_line(lines[0]):
         lines = lines[1:]
     return "\n".join([header_line(reference, out), *lines]).rstrip("\n") + "\n"
 

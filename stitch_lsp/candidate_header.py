@@ -4,23 +4,26 @@ A plain path is written as it is (`reference=../problems/p.py`), as files have a
 other is written as a JSON string literal (`reference="my problem.py"`), so a space, a quote or
 a `#` stays inside the value. Control characters (a newline would end the comment and start a
 statement) and other line breaks are refused, not escaped: such a name is not worth a header
-that a reader might take for something else. Both forms read back; a line that is neither is no
-header.
+that a reader might take for something else. Both forms read back.
+
+`header_line` is the one writer and `read_header` the one reader: whatever writes, replaces,
+strips or follows the header goes through them, so no two places disagree on what the header
+line is.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import unicodedata
+from pathlib import Path
 
 PREFIX = "# stitch-lsp: reference="
-# The header line in either form; group 1 is the value as written (quoted or plain).
-HEADER_RE = re.compile(
-    r'^#[ \t]*stitch-lsp:[ \t]*reference[ \t]*=[ \t]*("(?:[^"\\]|\\.)*"|[^\s"]\S*)[ \t]*$'
-)
-# Any line that starts like a header, valid or not: replaced when a header is written.
-HEADER_START = re.compile(r"^#[ \t]*stitch-lsp:[ \t]*reference[ \t]*=")
+# A line that starts like a header, well-formed or not; the value follows the match.
+_START = re.compile(r"^#[ \t]*stitch-lsp:[ \t]*reference[ \t]*=[ \t]*")
+# The value as written: a JSON string literal, or a plain path (no space, no leading quote).
+_VALUE = re.compile(r'"(?:[^"\\]|\\.)*"|[^\s"]\S*')
 _PLAIN = re.compile(r"[A-Za-z0-9._/+@~,=-]+")
 # Unicode categories refused in a value: controls, format characters (bidirectional overrides
 # included), line and paragraph separators.
@@ -54,44 +57,67 @@ def format_value(reference: str) -> str:
 
 
 def header_line(reference: str) -> str:
-    """`# stitch-lsp: reference=...` naming `reference` (a path relative to the file)."""
+    """`# stitch-lsp: reference=...` naming `reference` (a path relative to the file): the one
+    writer of the header."""
     return PREFIX + format_value(reference)
 
 
-def parse_line(line: str) -> str | None:
-    """The reference path a header line names, or None when the line is no valid header."""
-    m = HEADER_RE.match(line.strip())
+def relative_reference(reference: Path, folder: Path) -> str:
+    """`reference` as a header in a file in `folder` names it: relative, with `/` on every
+    system, so the file still finds its reference when the two move together."""
+    return Path(os.path.relpath(reference.resolve(), folder.resolve())).as_posix()
+
+
+def read_header(line: str) -> str | None:
+    """The reference path a header line names: the one reader of the header.
+
+    None when the line is no header at all; HeaderError when it starts like one but names
+    nothing a header can (an unquoted space, a broken quote, a control character), so that a
+    caller can tell "no header" from "a header to replace or report"."""
+    stripped = line.strip()
+    m = _START.match(stripped)
     if m is None:
         return None
-    raw = m.group(1)
-    if not raw.startswith('"'):
-        value = raw
-    else:
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        if not isinstance(value, str):
-            return None
+    raw = stripped[m.end() :]
+    if not _VALUE.fullmatch(raw):
+        why = "names no path" if not raw else f"value {raw!r} is neither a plain path nor quoted"
+        raise HeaderError(f"the `{PREFIX}` header {why}")
+    value = _unquoted(raw) if raw.startswith('"') else raw
+    check_value(value)
+    return value
+
+
+def _unquoted(raw: str) -> str:
+    """`raw` is one string literal (`_VALUE` saw to it), so JSON gives a str or refuses."""
     try:
-        check_value(value)
-    except HeaderError:
-        return None
+        value: str = json.loads(raw)
+    except ValueError as exc:
+        raise HeaderError(f"the header's quoted path {raw} is not a JSON string: {exc}") from None
     return value
 
 
 def is_header_line(line: str) -> bool:
-    return HEADER_RE.match(line.strip()) is not None
+    """Whether `line` is a header line, well-formed or not: the line a writer replaces and
+    a view strips, so that a broken header never stays beside a good one."""
+    try:
+        return read_header(line) is not None
+    except HeaderError:
+        return True
 
 
 def find_reference(text: str) -> str | None:
-    """The path the header names, looked for in the file's leading comment lines."""
+    """The path the header names, looked for in the file's leading comment lines (a broken
+    header line is passed over, as a comment)."""
     for line in text.splitlines()[:MAX_LINES]:
         stripped = line.strip()
         if not stripped:
             continue
         if not stripped.startswith("#"):
             break
-        if is_header_line(stripped):
-            return parse_line(stripped)
+        try:
+            reference = read_header(stripped)
+        except HeaderError:
+            continue
+        if reference is not None:
+            return reference
     return None

@@ -25,9 +25,9 @@ from stitch_lsp.compiler.ops import is_anchor
 from stitch_lsp.config import Settings
 from stitch_lsp.models.agents import (
     Attempt,
-    FusionGroup,
     OpCost,
     Plan,
+    PlannedGroup,
     PlannerRequest,
     ReferenceAnalysis,
 )
@@ -132,7 +132,7 @@ def plan_from_analysis(analysis: ReferenceAnalysis) -> Plan:
             groups.append([op])
         else:
             groups[-1].append(op)
-    fusion: list[FusionGroup] = []
+    fusion: list[PlannedGroup] = []
     steps: list[str] = []
     for i, group in enumerate(groups, 1):
         anchor = next((o for o in group if _is_anchor(o.op)), None)
@@ -151,7 +151,7 @@ def plan_from_analysis(analysis: ReferenceAnalysis) -> Plan:
             )
             why = "memory-bound: one read and one write of each tensor is the floor"
         fusion.append(
-            FusionGroup(
+            PlannedGroup(
                 name=f"k{i}", ops=names, anchor=anchor.node if anchor else None, rationale=why
             )
         )
@@ -368,11 +368,11 @@ def _deterministic_replan(plan: Plan, trigger: str, avoid: list[str]) -> Plan:
             *plan.steps,
         ]
     else:
-        split: list[FusionGroup] = []
+        split: list[PlannedGroup] = []
         for g in plan.fusion_groups:
             if len(g.ops) > 1:
                 split.extend(
-                    FusionGroup(
+                    PlannedGroup(
                         name=f"{g.name}.{j}",
                         ops=[op],
                         anchor=op if op == g.anchor else None,

@@ -16,7 +16,7 @@ import math
 
 from stitch_lsp.agents import partial
 from stitch_lsp.compiler.ops import short_name
-from stitch_lsp.models.agents import FusionGroup, OpCost, Plan, Subtask, SubtaskOp
+from stitch_lsp.models.agents import OpCost, Plan, PlannedGroup, Subtask, SubtaskOp
 
 MAX_SUBTASKS = 8
 
@@ -47,7 +47,7 @@ def _work(plan: Plan) -> list[OpCost]:
     return [op for op in analysis.ops if op.flops > 0 or op.bytes > 0]
 
 
-def _runs(groups: list[FusionGroup], work: list[OpCost]) -> list[tuple[str, list[OpCost]]] | None:
+def _runs(groups: list[PlannedGroup], work: list[OpCost]) -> list[tuple[str, list[OpCost]]] | None:
     """The groups as runs of consecutive work ops in forward order; None when they are not a
     partition of the work into such runs."""
     position = {op.node: i for i, op in enumerate(work)}

@@ -130,11 +130,10 @@ def profile_candidate(
 
     It runs in the profile worker, like every profile: ncu_report is native code and never
     loads in the calling process (which may be the language server)."""
-    from stitch_lsp.gpus import inventory
-    from stitch_lsp.models.profile import ProfileRequest, ProfileRun
-    from stitch_lsp.profile.summary import top_hints
-    from stitch_lsp.workers import WORKER_ENTRY_POINTS
-    from stitch_lsp.workers.launch import WorkerCall, WorkerError, run_worker
+    from stitch_lsp.models.profile import ProfileRequest
+    from stitch_lsp.profile.client import run_profile
+    from stitch_lsp.profile.summary import summarize
+    from stitch_lsp.workers.launch import WorkerError
 
     timeout_s = min(settings.verify_timeout_s, 300.0)
     request = ProfileRequest(
@@ -147,19 +146,16 @@ def profile_candidate(
         python=settings.python_for_workers,
         timeout_s=timeout_s,
     )
-    call = WorkerCall(
-        module=WORKER_ENTRY_POINTS["profile"],
-        request=request,
-        result=ProfileRun,
-        timeout_s=timeout_s + 60,
-        env={"CUDA_VISIBLE_DEVICES": inventory().physical(device)} if device else {},
-        label="the profile worker",
-        sandbox=settings.sandbox,
-        llm_code=llm_code,
-        readable=(Path(reference).resolve(),) if reference else (),
-    )
     try:
-        run = run_worker(call, cancel).result
+        run = run_profile(
+            request,
+            timeout_s=timeout_s + 60,
+            sandbox=settings.sandbox,
+            device=device,
+            cancel=cancel,
+            llm_code=llm_code,
+            readable=(Path(reference).resolve(),) if reference else (),
+        )
     except WorkerError as exc:
         return f"not profiled: {exc.message}", []
     if not run.ok or run.report is None or not run.report.kernels:
@@ -167,10 +163,10 @@ def profile_candidate(
     kernels = sorted(run.report.kernels, key=lambda k: -(k.duration_ns or 0.0))
     hints: list[str] = []
     lines = []
-    for k in kernels[:3]:
-        us = f"{k.duration_ns / 1e3:.1f} us" if k.duration_ns else "?"
-        lines.append(f"{k.name} {us}, {k.bottleneck.value}-bound ({k.bottleneck_reason})")
-        hints += [f"{k.name}: {h}" for h in top_hints(k, 2)]
+    for s in (summarize(k) for k in kernels[:3]):
+        us = f"{s.duration_us:.1f} us" if s.duration_us else "?"
+        lines.append(f"{s.name} {us}, {s.bottleneck}-bound ({s.bottleneck_reason})")
+        hints += [f"{s.name}: {h}" for h in s.hints[:2]]
     return "; ".join(lines), hints[:_PROFILE_HINTS]
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stitch_lsp.candidate_header import relative_reference
 from stitch_lsp.cluster.blobs import Blob, cache_root, digest, read_blob
 
 FILE_KEYS = frozenset({"reference", "candidate", "path", "report"})
@@ -104,8 +105,7 @@ def _with_header(item: dict[str, Any]) -> dict[str, Any]:
         return item
     if not (isinstance(ref, str) and isinstance(folder, str)):
         return item
-    header = Path(os.path.relpath(Path(ref).resolve(), Path(folder).resolve())).as_posix()
-    return {**item, "reference_header": header}
+    return {**item, "reference_header": relative_reference(Path(ref), Path(folder))}
 
 
 @dataclass

@@ -15,14 +15,14 @@ from stitch_lsp.config import Settings
 from stitch_lsp.models.codegen import (
     BuiltinCandidate,
     CandidateBatch,
-    FusionGroup,
+    CompiledGroup,
     GenerateBatch,
     GenerateRequest,
 )
 from stitch_lsp.workers import WORKER_ENTRY_POINTS
 from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind, run_worker
 
-__all__ = ["BuiltinCandidate", "FusionGroup", "generate_candidate", "generate_candidates"]
+__all__ = ["BuiltinCandidate", "CompiledGroup", "generate_candidate", "generate_candidates"]
 
 GENERATE_TIMEOUT_S = 300.0
 

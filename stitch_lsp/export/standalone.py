@@ -24,7 +24,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stitch_lsp.candidate_files import HEADER_RE
+from stitch_lsp.candidate_header import is_header_line
 
 PACKAGE = "stitch_lsp"
 RUNTIME = "stitch_lsp.runtime"
@@ -304,7 +304,7 @@ def export_standalone(text: str) -> str:
 
 def _with_note(text: str) -> str:
     lines = text.splitlines()
-    at = 1 if lines and HEADER_RE.match(lines[0]) else 0
+    at = 1 if lines and is_header_line(lines[0]) else 0
     return "\n".join([*lines[:at], STANDALONE_NOTE, *lines[at:]]) + "\n"
 
 

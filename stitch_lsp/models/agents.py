@@ -137,7 +137,10 @@ class ReferenceAnalysis(Record):
 # ---------------------------------------------------------------- plans
 
 
-class FusionGroup(Record):
+class PlannedGroup(Record):
+    """One fusion group of a plan: the reference ops the Planner means one kernel to cover
+    (not the builtin compiler's `CompiledGroup`, which describes code already generated)."""
+
     name: str
     ops: list[str] = Field(description="fx node names (or op names) fused into one kernel.")
     anchor: str | None = Field(None, description="The heavy op the group is built around.")
@@ -148,7 +151,7 @@ class Plan(Record):
     """The Planner's answer (StitchCUDA's strict-JSON plan), optionally written by an LLM."""
 
     summary: str
-    fusion_groups: list[FusionGroup] = Field(default_factory=list)
+    fusion_groups: list[PlannedGroup] = Field(default_factory=list)
     steps: list[str] = Field(default_factory=list)
     expected_bottlenecks: list[str] = Field(default_factory=list)
     correctness_risks: list[str] = Field(default_factory=list)

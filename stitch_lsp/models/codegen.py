@@ -15,8 +15,9 @@ from stitch_lsp.models.base import Record
 GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]
 
 
-class FusionGroup(Record):
-    """One kernel or library call of a generated candidate and the reference ops it covers."""
+class CompiledGroup(Record):
+    """One kernel or library call of a generated candidate and the reference ops it covers
+    (the builtin compiler's output; a plan's groups are `PlannedGroup`s)."""
 
     name: str = Field(description="Launcher name in the generated CUDA, or the PyTorch call.")
     stage: int = Field(
@@ -45,7 +46,7 @@ class BuiltinCandidate(Record):
     handled: bool
     source: str | None = Field(None, description="Whole candidate .py text (defines ModelNew).")
     reason: str = Field("", description="Why the module is not handled (empty when handled).")
-    groups: list[FusionGroup] = Field(default_factory=list)
+    groups: list[CompiledGroup] = Field(default_factory=list)
     graph_summary: str = Field("", description="The captured graph, one op per line.")
     cuda_source: str | None = Field(None, description="The CUDA held by the candidate.")
     seconds: float = 0.0

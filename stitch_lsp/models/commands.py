@@ -12,19 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from pydantic import AliasChoices, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from stitch_lsp.models.base import Record, wire_dict
+from stitch_lsp.models.base import WireModel
 from stitch_lsp.models.profile import KernelSummary
-
-
-class WireModel(Record):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    def to_wire(self) -> dict[str, Any]:
-        return wire_dict(self)
-
 
 A = TypeVar("A", bound=WireModel)
 

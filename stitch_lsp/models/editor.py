@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
-from stitch_lsp.models.base import Record
+from stitch_lsp.models.base import WireModel
 
 JOBS_METHOD = "stitch/jobs"
 """Request (client -> server) and notification (server -> client): the running and queued jobs."""
@@ -23,17 +22,10 @@ CANCEL_COMMAND = "stitch.cancel"
 """`workspace/executeCommand`: [] cancels every job, [{id}] one job, [{uri}] a file's jobs."""
 
 
-class CamelModel(Record):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-    def to_json(self) -> dict:
-        return self.model_dump(mode="json", by_alias=True)
-
-
 # ---- jobs --------------------------------------------------------------------------------------
 
 
-class JobView(CamelModel):
+class JobView(WireModel):
     id: int
     kind: str = Field(description="verify, profile, generate, optimize, ...")
     title: str
@@ -47,14 +39,14 @@ class JobView(CamelModel):
     elapsed_s: float = Field(0.0, description="Seconds since it started (or was queued).")
 
 
-class JobsParams(CamelModel):
+class JobsParams(WireModel):
     jobs: list[JobView] = Field(default_factory=list)
 
 
 # ---- results panel -----------------------------------------------------------------------------
 
 
-class AttemptRow(CamelModel):
+class AttemptRow(WireModel):
     """One attempt of a generate/optimize run, from its trajectory record."""
 
     run_id: str
@@ -72,7 +64,7 @@ class AttemptRow(CamelModel):
     message: str = ""
 
 
-class VerifySummary(CamelModel):
+class VerifySummary(WireModel):
     status: str
     title: str
     message: str = ""
@@ -87,7 +79,7 @@ class VerifySummary(CamelModel):
     max_abs_error: float | None = None
 
 
-class KernelRow(CamelModel):
+class KernelRow(WireModel):
     """One profiled kernel: the ncu table's row and its roofline point."""
 
     name: str
@@ -106,7 +98,7 @@ class KernelRow(CamelModel):
     line: int | None = Field(None, description="1-based line of the kernel in this file.")
 
 
-class Roofs(CamelModel):
+class Roofs(WireModel):
     """The GPU's roofs, from ncu's SpeedOfLight_RooflineChart metrics."""
 
     peak_gflops: float = Field(description="FP32 (FFMA) peak, GFLOP/s.")
@@ -115,7 +107,7 @@ class Roofs(CamelModel):
     gpu: str | None = None
 
 
-class ResultsResponse(CamelModel):
+class ResultsResponse(WireModel):
     uri: str
     file: str
     role: Literal["reference", "candidate", "other"]

@@ -9,10 +9,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, RootModel
-from pydantic.alias_generators import to_camel
+from pydantic import Field, RootModel
 
-from stitch_lsp.models.base import Record
+from stitch_lsp.models.base import Record, WireModel
 
 
 class Bottleneck(str, Enum):
@@ -213,11 +212,9 @@ class ProfileRun(Record):
     reference_error: str | None = Field(None, description="why the reference has no report")
 
 
-class KernelSummary(Record):
+class KernelSummary(WireModel):
     """The per-kernel record in `stitch-lsp profile --json` (`kernels`, snake_case) and in the
     editor's profile command results (camelCase)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     name: str
     path: str | None = None

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict
-from pydantic.alias_generators import to_camel
-
-from stitch_lsp.models.base import Record
+from stitch_lsp.models.base import WireModel
 
 STATUS_METHOD = "stitch/status"
 """Server -> client notification that drives the status bar item."""
 
 
-class ClusterInfo(Record):
+class ClusterInfo(WireModel):
     """The Ray cluster the server's jobs run on, as the status bar shows it."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     address: str
     gpus: float
@@ -24,7 +19,7 @@ class ClusterInfo(Record):
     error: str | None = None
 
 
-class StatusParams(Record):
+class StatusParams(WireModel):
     """`stitch/status`: idle, running on the GPU, the last result, or an error."""
 
     state: Literal["idle", "running", "done", "error"]

@@ -203,19 +203,11 @@ def _launch(req: ProfileRequest, settings: Settings) -> ProfileRun:
     """The profile worker, started like every worker (in the sandbox): the file's code and
     ncu's target never run in this process."""
     from stitch_lsp.models.profile import ProfileErrorKind, ProfileRun
-    from stitch_lsp.workers import WORKER_ENTRY_POINTS
-    from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind, run_worker
+    from stitch_lsp.profile.client import run_profile
+    from stitch_lsp.workers.launch import WorkerError, WorkerErrorKind
 
-    call = WorkerCall(
-        module=WORKER_ENTRY_POINTS["profile"],
-        request=req,
-        result=ProfileRun,
-        timeout_s=req.timeout_s + 60,
-        label="the profile worker",
-        sandbox=settings.sandbox,
-    )
     try:
-        return run_worker(call).result
+        return run_profile(req, timeout_s=req.timeout_s + 60, sandbox=settings.sandbox)
     except WorkerError as exc:
         kind = ProfileErrorKind.timeout if exc.kind is WorkerErrorKind.timeout else None
         tail = exc.log_tail.strip()

@@ -600,7 +600,7 @@ class StitchServer(LanguageServer):
             speedup=speedup,
             cluster=self.cluster.wire(),
         )
-        self.protocol.notify(STATUS_METHOD, params.model_dump(by_alias=True, exclude_none=True))
+        self.protocol.notify(STATUS_METHOD, params.to_wire(exclude_none=True))
 
     async def _poll_cluster(self) -> None:
         """Look at the cluster's free GPUs every few seconds while connected: other users and

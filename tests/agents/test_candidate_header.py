@@ -15,7 +15,7 @@ from stitch_lsp.candidate_header import (
     find_reference,
     header_line,
     is_header_line,
-    parse_line,
+    read_header,
 )
 
 
@@ -39,7 +39,7 @@ def test_names_that_are_not_plain_are_quoted_and_read_back(name: str) -> None:
     line = header_line(name)
     assert line.startswith('# stitch-lsp: reference="')
     assert "\n" not in line
-    assert parse_line(line) == name
+    assert read_header(line) == name
     assert find_reference(f"{line}\nimport torch\n") == name
     assert _reference_seen_by_analysis(f"{line}\nimport torch\n") == name
     ast.parse(f"{line}\nx = 1\n")  # still only a comment
@@ -58,7 +58,7 @@ def test_plain_paths_are_written_as_before() -> None:
     ],
 )
 def test_old_plain_headers_stay_readable(line: str, expected: str) -> None:
-    assert parse_line(line) == expected
+    assert read_header(line) == expected
     assert _reference_seen_by_analysis(f"{line}\nimport torch\n") == expected
 
 
@@ -72,7 +72,10 @@ def test_old_plain_headers_stay_readable(line: str, expected: str) -> None:
     ],
 )
 def test_malformed_headers_name_nothing(line: str) -> None:
-    assert parse_line(line) is None
+    with pytest.raises(HeaderError):
+        read_header(line)
+    assert is_header_line(line)  # still the header's line: a writer replaces it, a view strips it
+    assert find_reference(f"{line}\nimport torch\n") is None
 
 
 @pytest.mark.parametrize(
@@ -112,3 +115,68 @@ def test_generate_refuses_a_reference_name_no_header_can_carry(
     assert code == 2
     assert "control character U+000A" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == [ref.name]  # nothing was written
+
+
+AWKWARD_NAMES = [
+    "-p.py",
+    "--.py",
+    "a - b.py",
+    "../dir-with-dash/p-1.py",
+    "it's.py",
+    'say "hi".py',
+    "日本語 ü.py",
+    "rocket 🚀.py",
+    "what? no: a colon .py",
+]
+
+
+@pytest.mark.parametrize("name", AWKWARD_NAMES)
+def test_what_the_writer_writes_the_reader_reads(name: str, tmp_path: Path) -> None:
+    line = header_line(name)
+    assert read_header(line) == name
+    assert is_header_line(line)
+    assert find_reference(f"{line}\n# more\nimport torch\n") == name
+    assert _reference_seen_by_analysis(f"{line}\nimport torch\n") == name
+    ast.parse(f"{line}\nx = 1\n")
+    # through the file writer too: the header names the reference relative to the output
+    folder = tmp_path / "out dir"
+    folder.mkdir()
+    text = with_header("import torch\n", tmp_path / name, folder / "c.py")
+    assert find_reference(text) == Path("..", name).as_posix()
+
+
+def test_a_plain_path_with_dashes_is_written_plain() -> None:
+    assert header_line("-p.py") == "# stitch-lsp: reference=-p.py"
+    assert header_line("a - b.py") == '# stitch-lsp: reference="a - b.py"'
+
+
+FIRST_LINES = [
+    "# stitch-lsp: reference=p.py",
+    '# stitch-lsp: reference="my problem.py"',
+    "   # stitch-lsp: reference=p.py",
+    "#stitch-lsp:reference = p.py",
+    "# stitch-lsp: reference=my problem.py",  # broken: an unquoted space
+    '# stitch-lsp: reference="unterminated.py',  # broken
+    "# stitch-lsp: other=p.py",
+    "# stitch-lsp reference=p.py",
+    "# a comment",
+    "import torch",
+]
+
+
+@pytest.mark.parametrize("first", FIRST_LINES)
+def test_every_place_that_skips_the_header_agrees_on_its_line(first: str, tmp_path: Path) -> None:
+    """The results view (comparing a file with a trajectory's code), the standalone export
+    (its note goes after the header) and the file writer (it replaces the Coder's header) all
+    take the same first lines for the header."""
+    from stitch_lsp.export.standalone import STANDALONE_NOTE, _with_note
+    from stitch_lsp.server.features.results import _without_header
+
+    text = f"{first}\nx = 1\n"
+    header = is_header_line(first)
+    assert header is (_without_header(text) == "x = 1")
+    exported = _with_note(text).splitlines()
+    assert exported.index(STANDALONE_NOTE) == (1 if header else 0)
+    written = with_header(text, tmp_path / "p.py", tmp_path / "c.py").splitlines()
+    assert written[0] == "# stitch-lsp: reference=p.py"
+    assert written[1:] == (["x = 1"] if header else [first, "x = 1"])

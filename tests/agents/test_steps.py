@@ -361,19 +361,19 @@ def test_subtasks_follow_the_forward_and_say_what_each_group_is(mlp3):
 
 def test_a_plan_whose_groups_are_not_runs_falls_back_and_many_groups_merge(mlp3):
     from stitch_lsp.agents.subtasks import plan_subtasks
-    from stitch_lsp.models.agents import FusionGroup
+    from stitch_lsp.models.agents import PlannedGroup
 
     plan = _plan(mlp3_analysis(mlp3, None))
     plan.fusion_groups = [
-        FusionGroup(name="a", ops=["fc1", "fc2"]),  # not consecutive: relu is between
-        FusionGroup(name="b", ops=["relu", "tanh", "mul", "fc3", "sigmoid"]),
+        PlannedGroup(name="a", ops=["fc1", "fc2"]),  # not consecutive: relu is between
+        PlannedGroup(name="b", ops=["relu", "tanh", "mul", "fc3", "sigmoid"]),
     ]
     subtasks, note = plan_subtasks(plan)
     assert [s.group for s in subtasks] == ["k1", "k2", "k3"]
     assert note is not None and "follow the analysis's groups" in note
 
     plan.fusion_groups = [
-        FusionGroup(name=f"g{i}", ops=[op.node]) for i, op in enumerate(plan.analysis.ops)
+        PlannedGroup(name=f"g{i}", ops=[op.node]) for i, op in enumerate(plan.analysis.ops)
     ]
     subtasks, note = plan_subtasks(plan, limit=3)
     assert [s.groups for s in subtasks] == [["g0", "g1", "g2"], ["g3", "g4"], ["g5", "g6"]]

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
-from stitch_lsp.candidate_header import HeaderError
+from stitch_lsp.candidate_header import HeaderError, relative_reference
 from stitch_lsp.compiler.codegen import Codegen
 from stitch_lsp.compiler.ir import Unsupported
 from stitch_lsp.compiler.partition import Group, fold_gemm_epilogues, partition
 from stitch_lsp.compiler.program import candidate_source
-from stitch_lsp.models.codegen import BuiltinCandidate, FusionGroup
+from stitch_lsp.models.codegen import BuiltinCandidate, CompiledGroup
 
 
-def _fusion_group(stage: int, g: Group, launcher: str | None) -> FusionGroup:
+def _compiled_group(stage: int, g: Group, launcher: str | None) -> CompiledGroup:
     ops = [n.origin or n.fn for n in g.nodes + g.sinks]
     lines = sorted({n.line for n in g.nodes + g.sinks if n.line is not None})
     library = {
@@ -28,7 +27,7 @@ def _fusion_group(stage: int, g: Group, launcher: str | None) -> FusionGroup:
         ops.append("bias (cuBLASLt epilogue)")
         if epilogue == "relu_bias":
             ops.append("relu (cuBLASLt epilogue)")
-    return FusionGroup(
+    return CompiledGroup(
         name=launcher or f"torch.nn.functional.{g.nodes[0].fn}",
         stage=stage,
         kind=g.kind,
@@ -42,7 +41,7 @@ def _fusion_group(stage: int, g: Group, launcher: str | None) -> FusionGroup:
 def header_for(reference: Path, candidate_dir: Path | None) -> str:
     if candidate_dir is None:
         return reference.name
-    return Path(os.path.relpath(reference.resolve(), candidate_dir.resolve())).as_posix()
+    return relative_reference(reference, candidate_dir)
 
 
 def generate(reference: Path, header: str) -> BuiltinCandidate:
@@ -73,7 +72,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
     return BuiltinCandidate(
         handled=True,
         source=source,
-        groups=[_fusion_group(i, g, names.get(g.gid)) for i, g in enumerate(groups)],
+        groups=[_compiled_group(i, g, names.get(g.gid)) for i, g in enumerate(groups)],
         graph_summary=summary,
         cuda_source=cuda,
         seconds=time.perf_counter() - start,

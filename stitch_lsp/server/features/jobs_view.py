@@ -77,7 +77,7 @@ def register(server: StitchServer) -> None:
         pending.clear()
         if not server.initialized:
             return
-        server.protocol.notify(JOBS_METHOD, jobs_params(server).to_json())
+        server.protocol.notify(JOBS_METHOD, jobs_params(server).to_wire())
 
     def on_change() -> None:
         # Several changes in one turn of the event loop (a report right after a start) go out
@@ -94,7 +94,7 @@ def register(server: StitchServer) -> None:
 
     @server.feature(JOBS_METHOD)
     def jobs_request(ls: StitchServer, params: Any) -> dict[str, Any]:
-        return jobs_params(ls).to_json()
+        return jobs_params(ls).to_wire()
 
     async def cancel(ls: StitchServer, *args: Any) -> dict[str, Any]:
         ids = cancel_jobs(ls, args)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types as lsp
 
 from stitch_lsp.analysis.model import Analysis, Range, Symbol, range_contains
+from stitch_lsp.candidate_header import is_header_line
 
 if TYPE_CHECKING:
     from stitch_lsp.server.app import StitchServer
@@ -33,7 +34,6 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PY_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.([A-Za-z_]\w*)\s*\(")
 # Receivers that are never a CUDA extension: a call through them names something else.
 _NOT_EXTENSIONS = frozenset({"self", "cls", "torch", "F", "nn", "np", "numpy", "math", "os", "sys"})
-_HEADER = re.compile(r"^#\s*stitch-lsp:\s*reference=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +205,7 @@ class Navigator:
 
     def header_reference(self, line: int, path: Path | None) -> Path | None:
         """On the `# stitch-lsp: reference=` line: the reference file it names."""
-        if path is None or not _HEADER.match(self._line(line)) or not self.a.reference_header:
+        if path is None or not is_header_line(self._line(line)) or not self.a.reference_header:
             return None
         ref = Path(self.a.reference_header)
         ref = ref if ref.is_absolute() else path.parent / ref

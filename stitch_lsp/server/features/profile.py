@@ -311,22 +311,16 @@ async def _run_worker(
     ls: StitchServer, ctx: JobContext, request: ProfileRequest | ReportRequest
 ) -> ProfileRun:
     """The profile worker (ncu, or a report read) through the scheduler's launcher."""
-    from stitch_lsp.gpus import inventory
     from stitch_lsp.models.profile import ProfileErrorKind
-    from stitch_lsp.workers import WORKER_ENTRY_POINTS
-    from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind
+    from stitch_lsp.profile.client import profile_call
+    from stitch_lsp.workers.launch import WorkerError, WorkerErrorKind
 
-    env: dict[str, str] = {}
-    if ctx.device and ctx.device.startswith("cuda:"):
-        env["CUDA_VISIBLE_DEVICES"] = inventory().physical(ctx.device)
-    call = WorkerCall(
-        module=WORKER_ENTRY_POINTS["profile"],
-        request=request,
-        result=ProfileRun,
+    gpu = ctx.device if ctx.device and ctx.device.startswith("cuda:") else None
+    call = profile_call(
+        request,
         timeout_s=ls.settings.verify_timeout_s + 60,
-        env=env,
-        label="the profile worker",
         sandbox=ls.settings.sandbox,
+        device=gpu,
     )
     try:
         return (await ctx.run_worker(call)).result

@@ -29,7 +29,7 @@ from lsprotocol import types as lsp
 from stitch_lsp.agents.hardware import default_target, spec_for
 from stitch_lsp.agents.trajectory import SCHEMA
 from stitch_lsp.analysis.document import uri_to_path
-from stitch_lsp.candidate_files import HEADER_RE
+from stitch_lsp.candidate_header import is_header_line
 from stitch_lsp.files import (
     UnreadableFile,
     display_path,
@@ -49,6 +49,7 @@ from stitch_lsp.models.editor import (
     VerifySummary,
 )
 from stitch_lsp.models.profile import ProfileReport, ProfileResult, ProfileRun
+from stitch_lsp.profile.summary import summarize
 from stitch_lsp.server.documents import path_key, text_hash
 
 if TYPE_CHECKING:
@@ -264,7 +265,7 @@ def remember_profile(server: StitchServer, uri: str, text: str, run: ProfileRun)
 
 def _without_header(code: str) -> str:
     lines = code.strip().splitlines()
-    if lines and HEADER_RE.match(lines[0]):
+    if lines and is_header_line(lines[0]):
         lines = lines[1:]
     return "\n".join(line.rstrip() for line in lines).strip()
 
@@ -413,22 +414,25 @@ def _verify_summary(server: StitchServer, doc: OpenDocument) -> VerifySummary | 
 
 
 def kernel_row(k: ProfileResult, side: str, line: int | None = None) -> KernelRow:
+    """The panel's row: the kernel's summary (the one projection the CLI table and the profile
+    command use too, so the figures agree everywhere), plus the roofline point it plots."""
+    s = summarize(k, line=line)
     roof = k.roofline
     return KernelRow(
-        name=k.name,
+        name=s.name,
         side=side,
-        duration_us=k.duration_ns / 1000.0 if k.duration_ns is not None else None,
-        sm_pct=k.sm_throughput_pct,
-        memory_pct=k.memory_throughput_pct,
-        dram_gb_s=k.dram_bytes_per_s / 1e9 if k.dram_bytes_per_s is not None else None,
-        occupancy_pct=k.occupancy.achieved_pct,
-        registers=k.launch.registers_per_thread,
+        duration_us=s.duration_us,
+        sm_pct=s.sm_throughput_pct,
+        memory_pct=s.memory_throughput_pct,
+        dram_gb_s=s.dram_gb_per_s,
+        occupancy_pct=s.achieved_occupancy_pct,
+        registers=s.registers_per_thread,
         block=k.launch.block_size or None,
         grid=k.launch.grid_size or None,
-        bottleneck=k.bottleneck.value,
-        arithmetic_intensity=roof.arithmetic_intensity if roof else None,
+        bottleneck=s.bottleneck,
+        arithmetic_intensity=s.arithmetic_intensity,
         gflops=roof.achieved_flops / 1e9 if roof else None,
-        line=line,
+        line=s.line,
     )
 
 
@@ -550,7 +554,7 @@ def register(server: StitchServer) -> None:
         uri = params.get("uri") if isinstance(params, dict) else getattr(params, "uri", None)
         if not isinstance(uri, str):
             raise ValueError(f"{RESULTS_METHOD} wants {{uri}}")
-        return (await results_for(ls, uri)).to_json()
+        return (await results_for(ls, uri)).to_wire()
 
     async def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
         client_commands = server.client_options.get("clientCommands") or []
