@@ -27,8 +27,6 @@ def subtask_budget(max_attempts: int) -> int:
     return max(2, math.ceil(max_attempts / 2))
 
 
-
-
 def label(ops: list[OpCost]) -> str:
     names: list[str] = []
     for o in ops:
