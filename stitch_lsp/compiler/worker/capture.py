@@ -71,10 +71,16 @@ def build_on_meta(path: Path) -> tuple[torch.nn.Module, list[Any]]:
 
 
 def _where(exc: BaseException, path: Path) -> str:
-    """` (line N)` of the reference's deepest frame in the traceback, so a refusal names it."""
+    """` (line N)` of the reference's deepest frame in the traceback, so a refusal names it; where
+    a library raised it, ` (at lib.py:K, called from line N)`."""
+    from stitch_lsp.compiler.worker.converter import traceback_frames, where_suffix
+
+    target = str(Path(path).resolve())
+    in_library = where_suffix(traceback_frames(exc.__traceback__), target)
+    if in_library:
+        return in_library
     line = None
     tb = exc.__traceback__
-    target = str(Path(path).resolve())
     while tb is not None:
         if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == target:
             line = tb.tb_lineno
@@ -144,7 +150,9 @@ def _capture(path: Path, model: torch.nn.Module, inputs: list[Any]) -> Graph:
     try:
         gm = trace(model, inputs)
     except Exception as exc:
-        fx_error = Unsupported(f"torch.fx could not trace forward: {type(exc).__name__}: {exc}")
+        fx_error = Unsupported(
+            f"torch.fx could not trace forward: {type(exc).__name__}: {exc}{_where(exc, path)}"
+        )
         traced = False
     else:
         traced = True
@@ -165,4 +173,5 @@ def _capture(path: Path, model: torch.nn.Module, inputs: list[Any]) -> Graph:
 
 
 def _lines(message: str) -> set[str]:
-    return set(re.findall(r"\(line \d+\)", message))
+    """The reference lines a refusal names: `(line N)`, or `(at lib.py:K, called from line N)`."""
+    return set(re.findall(r"(?:\(|, called from )line (\d+)\)", message))

@@ -33,7 +33,13 @@ from stitch_lsp.compiler.worker.capture_leaves import (
     plain_attributes,
     run_leaf,
 )
-from stitch_lsp.compiler.worker.converter import Converter, Missing, shape_or_none
+from stitch_lsp.compiler.worker.converter import (
+    Converter,
+    Missing,
+    shape_or_none,
+    traceback_frames,
+    where_suffix,
+)
 from stitch_lsp.compiler.worker.lowering import for_aten
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
 
@@ -92,16 +98,13 @@ class AtenConverter(Converter):
         self.attr_values: dict[str, Any] = {}
         _, _, _, self.overloads = tables()
 
-    def desc(self, node: torch.fx.Node) -> str:
-        if node.op == "call_function":
-            what = "torch." + _name(node.target) if node.target is not LEAF_OP else "module"
-            if node.target is LEAF_OP:
-                rec = self.records[int(node.args[0])]  # type: ignore[arg-type]
-                what = display_path(rec.path)
-        else:
-            what = str(node.target)
-        ln = self.line(node)
-        return f"{what} (line {ln})" if ln else what
+    def what(self, node: torch.fx.Node) -> str:
+        if node.op != "call_function":
+            return str(node.target)
+        if node.target is LEAF_OP:
+            rec = self.records[int(node.args[0])]  # type: ignore[arg-type]
+            return display_path(rec.path)
+        return "torch." + _name(node.target)
 
     def spelled(self, n: torch.fx.Node) -> str:
         return _name(n.target)
@@ -179,7 +182,7 @@ class AtenConverter(Converter):
         args, kwargs = rec.rebuild_args(list(tensors))
         fake_out = rec.rebuild_output([t for t in (n.meta.get("val") or [])])
         call = LeafCall(
-            self.b, rec.module, rec.path, args, kwargs, fake_out, self.desc(n), self.line(n)
+            self.b, rec.module, rec.path, args, kwargs, fake_out, self.label(n), self.line(n)
         )
         result = run_leaf(call)
         flat, _ = torch.utils._pytree.tree_flatten(result)
@@ -265,8 +268,9 @@ def capture_aten(
     except Unsupported:
         raise
     except Exception as exc:
+        where = where_suffix(traceback_frames(exc.__traceback__), path)
         raise Unsupported(
-            f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}"
+            f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}{where}"
         ) from exc
     count = len(gm.graph.nodes)
     if count > MAX_ATEN_NODES:

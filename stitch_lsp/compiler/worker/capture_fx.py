@@ -238,17 +238,14 @@ class FxConverter(Converter):
         self.functions, self.methods, self.modules, _ = tables()
 
     # -- node facts ------------------------------------------------------------------------------
-    def desc(self, node: torch.fx.Node) -> str:
+    def what(self, node: torch.fx.Node) -> str:
         if node.op == "call_module":
-            what = display_path(str(node.target))
-        elif node.op == "call_method":
-            what = f".{node.target}()"
-        elif node.op in ("placeholder", "output", "get_attr"):
-            what = str(node.target)
-        else:
-            what = getattr(node.target, "__name__", str(node.target))
-        ln = self.line(node)
-        return f"{what} (line {ln})" if ln else what
+            return display_path(str(node.target))
+        if node.op == "call_method":
+            return f".{node.target}()"
+        if node.op in ("placeholder", "output", "get_attr"):
+            return str(node.target)
+        return str(getattr(node.target, "__name__", str(node.target)))
 
     def spelled(self, n: torch.fx.Node) -> str:
         if n.op == "call_method":
@@ -487,7 +484,7 @@ class FxConverter(Converter):
                 tuple(self.val(a) for a in n.args),
                 {k: self.val(v) for k, v in n.kwargs.items()},
                 n.meta.get("val"),
-                self.desc(n),
+                self.label(n),
                 self.line(n),
             )
             return run_leaf(call)

@@ -7,13 +7,20 @@ in one table (`lowering`).
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import sysconfig
+import types
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.fx
 
+import stitch_lsp
 from stitch_lsp.compiler import layout
+from stitch_lsp.compiler.attr_path import comment_text
 from stitch_lsp.compiler.builder import Builder
 from stitch_lsp.compiler.ir import Graph, Shape, Unsupported, Use
 
@@ -28,6 +35,113 @@ def line_in(stack_trace: str | None, path: str | None) -> int | None:
         return mine[-1]
     fwd = [int(ln) for _, ln, fn in frames if fn == "forward"]
     return fwd[-1] if fwd else None
+
+
+# -- where in a library an op is -----------------------------------------------------------------
+# A model from transformers, torchvision or timm is called by one line of the reference
+# (`return self.model(x)`), so a refusal also names the library line that runs the op: the
+# innermost frame that is neither tracing machinery (torch itself, this package, the standard
+# library) nor the reference.
+
+_PACKAGE_DIRS = ("site-packages", "dist-packages")
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+@functools.cache
+def _machinery_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(torch's and this package's folders, the standard library's folders)."""
+    own = (os.path.dirname(torch.__file__), os.path.dirname(stitch_lsp.__file__))
+    paths = sysconfig.get_paths()
+    std = tuple(paths[k] for k in ("stdlib", "platstdlib") if k in paths)
+    return tuple(_real(r) + os.sep for r in own), tuple(_real(r) + os.sep for r in std)
+
+
+@functools.cache
+def _is_machinery(file: str) -> bool:
+    """Torch (its operators, fx, nn modules: the vocabulary the reference is read in), this
+    package's tracers and the standard library: frames that say how an op ran, not where."""
+    if file.startswith("<"):  # generated code, frozen modules
+        return True
+    real = _real(file)
+    own, std = _machinery_roots()
+    if real.startswith(own):
+        return True
+    in_packages = any(d in Path(real).parts for d in _PACKAGE_DIRS)
+    return real.startswith(std) and not in_packages  # site-packages may sit in the stdlib
+
+
+@functools.cache
+def _same_file(a: str, b: str) -> bool:
+    return a == b or _real(a) == _real(b)
+
+
+def short_path(file: str, reference: str | None) -> str:
+    """A library file as a reader knows it: relative to the site-packages (or dist-packages)
+    folder that holds it, else to the reference's folder, else to the home folder (`~/...`),
+    else as given; never the absolute home path where a shorter form exists."""
+    parts = Path(file).parts
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] in _PACKAGE_DIRS and i + 1 < len(parts):
+            return "/".join(parts[i + 1 :])
+    if reference and Path(file).is_relative_to(Path(reference).parent):
+        return Path(file).relative_to(Path(reference).parent).as_posix()
+    home = Path.home()
+    if str(home) not in ("", "/") and Path(file).is_relative_to(home):
+        return "~/" + Path(file).relative_to(home).as_posix()
+    return file
+
+
+def library_frame(frames: list[tuple[str, int]], path: str | None) -> str | None:
+    """`file:line` of the innermost frame outside the machinery, unless that frame is the
+    reference's own (then the reference line says it all). Frames run outermost first."""
+    for file, line in reversed(frames):
+        if _is_machinery(file):
+            continue
+        if path is not None and _same_file(file, path):
+            return None
+        return f"{short_path(file, path)}:{line}"
+    return None
+
+
+def reference_line(frames: list[tuple[str, int]], path: str | None) -> int | None:
+    """The innermost line of the reference itself (no fallback: "called from" means it)."""
+    mine = [ln for f, ln in frames if path is not None and _same_file(f, path)]
+    return mine[-1] if mine else None
+
+
+def stack_frames(stack_trace: str | None) -> list[tuple[str, int]]:
+    """(file, line) of a recorded fx stack trace, outermost first."""
+    return [(f, int(ln)) for f, ln, _ in _FRAME.findall(stack_trace or "")]
+
+
+def traceback_frames(tb: types.TracebackType | None) -> list[tuple[str, int]]:
+    """(file, line) of an exception's traceback, outermost first."""
+    out: list[tuple[str, int]] = []
+    while tb is not None:
+        out.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def where_suffix(frames: list[tuple[str, int]], path: str | None) -> str:
+    """` (at lib.py:N, called from line M)` where a library frame is innermost, else ``."""
+    lib = library_frame(frames, path)
+    if lib is None:
+        return ""
+    ref = reference_line(frames, path)
+    return f" (at {lib}, called from line {ref})" if ref else f" (at {lib})"
+
+
+def located(what: str, line: int | None, frames: list[tuple[str, int]], path: str | None) -> str:
+    """`what` with where it is, for a refusal: `what (line 12)` as in the IR, or, where a library
+    runs it, `what (at transformers/models/gpt2/modeling_gpt2.py:812, called from line 14)`."""
+    suffix = where_suffix(frames, path)
+    if suffix:
+        return what + suffix
+    return f"{what} (line {line})" if line else what
 
 
 def shape_or_none(node: torch.fx.Node) -> Shape | None:
@@ -45,7 +159,7 @@ class Missing:
 
 
 class Converter:
-    """One fx graph onto one `Builder`. Subclasses give `desc`, `spelled`, `out_shape` and
+    """One fx graph onto one `Builder`. Subclasses give `what`, `spelled`, `out_shape` and
     `convert`; `level` tells a lowering which spelling it is reading ("fx" or "aten")."""
 
     level = ""
@@ -63,16 +177,45 @@ class Converter:
 
     def run(self) -> Graph:
         for node in self.gm.graph.nodes:
-            self.b.at(self.desc(node), self.line(node), shape_or_none(node))
+            label = self.label(node)
+            self.b.at(label, self.line(node), shape_or_none(node))
             if node.op == "output":
                 self.output(node.args[0])
                 continue
-            self.env[node] = self.convert(node)
+            try:
+                self.env[node] = self.convert(node)
+            except Unsupported as exc:
+                moved = self.relocated(exc, node, label)
+                if moved is exc:
+                    raise
+                raise moved from exc
         self.g.prune()
         return self.g
 
-    def desc(self, node: torch.fx.Node) -> str:
+    def what(self, node: torch.fx.Node) -> str:
+        """The op as the reference spells it (`torch.arange`, `.view()`, `self.conv`)."""
         raise NotImplementedError
+
+    def label(self, node: torch.fx.Node) -> str:
+        """The IR node's description (kernel comments): the op and its reference line only, so
+        generated code does not depend on where a library is installed."""
+        ln = self.line(node)
+        what = self.what(node)
+        return f"{what} (line {ln})" if ln else what
+
+    def desc(self, node: torch.fx.Node) -> str:
+        """The op for a refusal: its label, or the library line that runs it and the reference
+        line that calls it."""
+        frames = stack_frames(node.meta.get("stack_trace"))
+        return located(self.what(node), self.line(node), frames, self.path)
+
+    def relocated(self, exc: Unsupported, node: torch.fx.Node, label: str) -> Unsupported:
+        """A refusal the builder raised under the node's label (`Builder.fail`), with `desc`'s
+        library location in its place; any other refusal as it is."""
+        text, head, full = str(exc), comment_text(label) + ": ", self.desc(node)
+        if full == label or text.startswith(full) or not text.startswith(head):
+            return exc
+        return Unsupported(f"{full}: {text[len(head) :]}")
 
     def convert(self, node: torch.fx.Node) -> Any:
         raise NotImplementedError
