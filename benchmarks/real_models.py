@@ -68,6 +68,8 @@ def missing_libraries() -> list[str]:
 def reason_group(reason: str) -> str:
     """A refusal without what differs from model to model (lines, sizes), so like reasons meet."""
     text = re.sub(r" \(line \d+\)", "", reason)
+    # `(at transformers/models/gpt2/modeling_gpt2.py:573, called from line 40)` -> the library
+    text = re.sub(r" \(at ([^/:()]+)[^:()]*:\d+(, called from line \d+)?\)", r" (in \1)", text)
     text = re.sub(r"self(\.\w+|\[\d+\])+", "self.<path>", text)
     text = re.sub(r"input `\w+`", "input `<name>`", text)
     text = re.sub(r"\b\d+\b", "N", text)
