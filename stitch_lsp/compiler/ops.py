@@ -80,6 +80,7 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
+_BY_NAME: dict[str, OpDef] = {}  # bare names and module type names -> the first op to claim them
 
 
 def register_op(
@@ -99,6 +100,8 @@ def register_op(
     spelled = (name,) if names is None else names
     op = OpDef(name, kind, spelled, functions, methods, modules, aten, short)
     OPS[name] = op
+    for key in (*op.names, *(m.rpartition(".")[2] for m in op.modules)):
+        _BY_NAME.setdefault(key, op)
     return op
 
 
@@ -498,17 +501,6 @@ register_op("elu_aten", OpKind.elementwise, names=(), aten=("elu",))
 
 
 # -- lookups ------------------------------------------------------------------------------------
-def _index() -> dict[str, OpDef]:
-    found: dict[str, OpDef] = {}
-    for op in OPS.values():
-        for key in (*op.names, *(m.rpartition(".")[2] for m in op.modules)):
-            found.setdefault(key, op)
-    return found
-
-
-_BY_NAME = _index()
-
-
 def op_named(name: str) -> OpDef | None:
     """The op a bare name (`conv2d`, `Conv2d`, `relu`) or module type name stands for."""
     return _BY_NAME.get(name)

@@ -78,6 +78,7 @@ def extra_op() -> Iterator[None]:
         yield
     finally:
         del ops.OPS["positive"]
+        del ops._BY_NAME["positive"]
         lowering._FX.pop("positive")
         lowering._ATEN.pop("positive")
         lowering._spellings = None

@@ -73,18 +73,18 @@ def build_on_meta(path: Path) -> tuple[torch.nn.Module, list[Any]]:
 def _where(exc: BaseException, path: Path) -> str:
     """` (line N)` of the reference's deepest frame in the traceback, so a refusal names it; where
     a library raised it, ` (at lib.py:K, called from line N)`."""
-    from stitch_lsp.compiler.worker.converter import traceback_frames, where_suffix
+    from stitch_lsp.compiler.worker.converter import (
+        reference_line,
+        traceback_frames,
+        where_suffix,
+    )
 
     target = str(Path(path).resolve())
-    in_library = where_suffix(traceback_frames(exc.__traceback__), target)
+    frames = traceback_frames(exc.__traceback__)
+    in_library = where_suffix(frames, target)
     if in_library:
         return in_library
-    line = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == target:
-            line = tb.tb_lineno
-        tb = tb.tb_next
+    line = reference_line(frames, target)
     return f" (line {line})" if line is not None else ""
 
 

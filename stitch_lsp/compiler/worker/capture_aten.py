@@ -75,8 +75,6 @@ def _name(target: Any) -> str:
 
 
 class AtenConverter(Converter):
-    level = "aten"
-
     def __init__(
         self,
         gm: torch.fx.GraphModule,

@@ -225,8 +225,6 @@ _VIEW_METHODS |= {"expand_as", "unfold", "contiguous", "__getitem__"}
 
 
 class FxConverter(Converter):
-    level = "fx"
-
     def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], path: str | None) -> None:
         super().__init__(gm, path)
         self.inputs = inputs

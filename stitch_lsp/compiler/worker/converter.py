@@ -160,9 +160,7 @@ class Missing:
 
 class Converter:
     """One fx graph onto one `Builder`. Subclasses give `what`, `spelled`, `out_shape` and
-    `convert`; `level` tells a lowering which spelling it is reading ("fx" or "aten")."""
-
-    level = ""
+    `convert`."""
 
     def __init__(self, gm: torch.fx.GraphModule, path: str | None) -> None:
         self.gm = gm

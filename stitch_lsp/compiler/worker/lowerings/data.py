@@ -61,8 +61,7 @@ def stack(cx: Converter, n: torch.fx.Node) -> Any:
 
 @register_lowering("roll")
 def roll(cx: Converter, n: torch.fx.Node) -> Any:
-    no_dims = () if cx.level == "aten" else None
-    u, shifts, dims = cx.args(n, ("self", None), ("shifts", ()), ("dims", no_dims))
+    u, shifts, dims = cx.args(n, ("self", None), ("shifts", ()), ("dims", None))
     return cx.b.roll(u, shifts, dims)
 
 

@@ -186,12 +186,11 @@ def max_pool(cx: Converter, n: torch.fx.Node) -> Any:
 @register_lowering("avg_pool")
 def avg_pool(cx: Converter, n: torch.fx.Node) -> Any:
     """ATen's avg_pool and F.avg_pool take the same arguments in the same places."""
-    stride_default = () if cx.level == "aten" else None
     _, k, s, p, ceil, cip, div = cx.args(
         n,
-        ("self" if cx.level == "aten" else "input", None),
+        ("input", None),
         ("kernel_size", None),
-        ("stride", stride_default),
+        ("stride", None),  # None and () both mean the kernel size
         ("padding", 0),
         ("ceil_mode", False),
         ("count_include_pad", True),

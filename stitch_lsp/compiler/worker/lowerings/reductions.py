@@ -36,7 +36,7 @@ def amax(cx: Converter, n: torch.fx.Node) -> Any:
     """amax/amin: the extremum over dims, no indices (`torch.amax(x, 1)`)."""
     kind = cx.spelled(n)[1:]
     x = cx.tensor(n)
-    dim = cx.arg(n, 1, "dim", () if cx.level == "aten" else None)
+    dim = cx.arg(n, 1, "dim")  # None and () both mean every dim
     if isinstance(dim, Use):
         return cx.b.binary("maximum" if kind == "max" else "minimum", x, dim)
     return cx.b.minmax(x, dim, bool(cx.arg(n, 2, "keepdim", False)), kind, pair=False)
