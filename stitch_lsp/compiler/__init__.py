@@ -7,6 +7,8 @@ it directly.
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +24,13 @@ from stitch_lsp.models.codegen import (
 from stitch_lsp.workers import WORKER_ENTRY_POINTS
 from stitch_lsp.workers.launch import WorkerCall, WorkerError, WorkerErrorKind, run_worker
 
-__all__ = ["BuiltinCandidate", "CompiledGroup", "generate_candidate", "generate_candidates"]
+__all__ = [
+    "BuiltinCandidate",
+    "CompiledGroup",
+    "generate_candidate",
+    "generate_candidates",
+    "torch_missing",
+]
 
 GENERATE_TIMEOUT_S = 300.0
 
@@ -34,6 +42,22 @@ def _request(
         reference=str(reference),
         candidate_dir=str(candidate_dir.resolve()) if candidate_dir else str(reference.parent),
         reference_header=reference_header,
+    )
+
+
+# Python's own words when torch itself (not one of its submodules) cannot be found.
+_NO_TORCH = re.compile(r"No module named 'torch'")
+
+
+def torch_missing(python: str | None) -> str:
+    """What a user is told when the workers' Python has no torch: which Python, and how to get
+    torch there. The builtin generator captures the module with torch, so it cannot work around
+    it; the raw import error alone reads like a bug in stitch-lsp."""
+    return (
+        f"torch is not installed for the workers' Python ({python or sys.executable}: "
+        "No module named 'torch'), and the builtin generator needs it: install it there "
+        "(`pip install 'stitch-lsp[torch]'`, the pinned CPU wheel, or a CUDA build of torch), "
+        "or point stitch.pythonForWorkers (STITCH_PYTHON_FOR_WORKERS) at a Python that has it"
     )
 
 
@@ -57,15 +81,24 @@ def _run(
         readable=readable,
     )
     try:
-        return run_worker(call, cancel).result.items
+        items = run_worker(call, cancel).result.items
     except WorkerError as exc:
         reason = exc.message
         if exc.kind is WorkerErrorKind.timeout:
             reason = f"the builtin generator timed out after {timeout_s:.0f} s"
+        elif _NO_TORCH.search(exc.log_tail):  # it died importing torch, before any answer
+            reason = torch_missing(settings.python_for_workers)
         elif exc.kind not in (WorkerErrorKind.cancelled, WorkerErrorKind.cannot_start):
             tail = [ln for ln in exc.log_tail.strip().splitlines() if ln.strip()][-5:]
             reason = f"the builtin generator's worker failed ({exc.message}): " + " | ".join(tail)
         return [BuiltinCandidate(handled=False, reason=reason) for _ in batch.items]
+    # The worker answers "cannot import torch: <the ImportError>" per item: said plainly here.
+    return [
+        BuiltinCandidate(handled=False, reason=torch_missing(settings.python_for_workers))
+        if not item.handled and _NO_TORCH.search(item.reason)
+        else item
+        for item in items
+    ]
 
 
 def generate_candidate(

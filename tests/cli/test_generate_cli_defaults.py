@@ -123,9 +123,8 @@ def test_the_default_export_finds_every_run_folder_once(tmp_path: Path) -> None:
     assert trajectory_folders(tmp_path / "deep", str(absolute)) == [absolute]
 
 
-@pytest.mark.slow
-@needs_nvcc
-def test_generate_without_torch_says_torch_is_missing(tmp_path: Path) -> None:
+def no_torch_python(tmp_path: Path) -> Path:
+    """A Python for workers that sees this venv's packages but cannot import torch."""
     blocker = (
         'import sys; exec("class _NoTorch:\\n def find_spec(self, name, path=None, '
         "target=None):\\n  if name == 'torch' or name.startswith('torch.'):\\n   raise "
@@ -135,6 +134,13 @@ def test_generate_without_torch_says_torch_is_missing(tmp_path: Path) -> None:
     python = site_python(tmp_path, "no-torch", blocker)
     probe = subprocess.run([str(python), "-c", "import torch"], capture_output=True, text=True)
     assert "No module named 'torch'" in probe.stderr
+    return python
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_generate_without_torch_says_torch_is_missing(tmp_path: Path) -> None:
+    python = no_torch_python(tmp_path)
     ref = Path(shutil.copy(EXAMPLE, tmp_path / EXAMPLE.name))
     env = {"STITCH_PYTHON_FOR_WORKERS": str(python)}
     proc = stitch("generate", str(ref), "--coder", "builtin", cwd=tmp_path, env=env)
@@ -143,6 +149,52 @@ def test_generate_without_torch_says_torch_is_missing(tmp_path: Path) -> None:
     assert "torch is not installed for the workers' Python" in end
     assert "pip install 'stitch-lsp[torch]'" in end and "STITCH_PYTHON_FOR_WORKERS" in end
     assert "does not handle this module" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_bench_without_torch_names_the_python_and_the_install(tmp_path: Path) -> None:
+    """bench calls the builtin generator directly (no Coder in between): its note says that
+    torch is missing, for which Python, and how to get it, not the worker's raw ImportError."""
+    python = no_torch_python(tmp_path)
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    shutil.copy(EXAMPLE, problems / "1_layernorm_gelu.py")
+    env = {"STITCH_PYTHON_FOR_WORKERS": str(python)}
+    proc = stitch("bench", "problems", "--format", "json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["rows"]
+    assert not row["handled"]
+    assert row["reason"].startswith(f"torch is not installed for the workers' Python ({python}")
+    assert "pip install 'stitch-lsp[torch]'" in row["reason"]
+    assert "STITCH_PYTHON_FOR_WORKERS" in row["reason"]
+    assert "cannot import torch" not in row["reason"]
+
+
+def test_a_worker_that_dies_importing_torch_is_told_plainly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A worker that crashes on `import torch` before it answers: its log tail is not shown
+    as a failure of the generator, but as torch missing."""
+    import stitch_lsp.compiler as compiler
+    from stitch_lsp.config import Settings
+    from stitch_lsp.workers.launch import WorkerError, WorkerErrorKind
+
+    def crash(call, cancel=None):
+        raise WorkerError(
+            WorkerErrorKind.crashed,
+            "the builtin generator exited with code 1",
+            returncode=1,
+            log_tail='Traceback (most recent call last):\n  File "x.py", line 1\n'
+            "ModuleNotFoundError: No module named 'torch'\n",
+        )
+
+    monkeypatch.setattr(compiler, "run_worker", crash)
+    ref = Path(shutil.copy(EXAMPLE, tmp_path / EXAMPLE.name))
+    settings = Settings.from_sources(python_for_workers="/opt/py/bin/python3")
+    (item,) = compiler.generate_candidates([ref], settings)
+    assert item.reason == compiler.torch_missing("/opt/py/bin/python3")
+    assert "(/opt/py/bin/python3: No module named 'torch')" in item.reason
+    assert "worker failed" not in item.reason
 
 
 @pytest.mark.slow
