@@ -84,13 +84,15 @@ def report_error(
 
 def console(*, stderr: bool = False, **options: Any) -> Console:
     """A rich Console for command output. On a terminal, rich's own width (or `COLUMNS`);
-    on a file or a pipe, lines as long as they are: no wrap at 80 columns, no path cut in two."""
+    on a file or a pipe, lines as long as they are: no wrap at 80 columns, no path cut in two
+    (a `COLUMNS` set there still sizes tables, but a line of text is never broken)."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    if not stream.isatty() and "COLUMNS" not in os.environ:
-        options.setdefault("width", PLAIN_WIDTH)
+    if not stream.isatty():
         options.setdefault("soft_wrap", True)
+        if "COLUMNS" not in os.environ:
+            options.setdefault("width", PLAIN_WIDTH)
     return Console(stderr=stderr, **options)
 
 
