@@ -152,6 +152,26 @@ def test_generate_without_torch_says_torch_is_missing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_bench_without_a_gpu_says_not_verified_in_the_correct_column(tmp_path: Path) -> None:
+    """The README's claim, from the real command's piped table: a problem generated but not
+    verified reads `not verified` under correct, on one row however long its name."""
+    pytest.importorskip("torch")
+    problems = tmp_path / "problems"
+    problems.mkdir()
+    name = "1_layernorm_gelu_with_a_name_long_enough_to_pass_eighty_columns_on_its_own"
+    shutil.copy(EXAMPLE, problems / f"{name}.py")
+    proc = stitch("bench", "problems", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "No CUDA GPU visible: candidates are generated, not verified." in proc.stdout
+    header, row = [ln for ln in proc.stdout.splitlines() if ln.count("│") + ln.count("┃") > 3]
+    columns = [c.strip() for c in header.strip("┃").split("┃")]
+    cells = dict(zip(columns, [c.strip() for c in row.strip("│").split("│")], strict=True))
+    assert cells["problem"] == name and cells["handled"] == "yes"
+    assert cells["correct"] == "not verified"
+    assert "coverage 1/1 (100%), correct 0/1" in proc.stdout
+
+
+@pytest.mark.slow
 def test_bench_without_torch_names_the_python_and_the_install(tmp_path: Path) -> None:
     """bench calls the builtin generator directly (no Coder in between): its note says that
     torch is missing, for which Python, and how to get it, not the worker's raw ImportError."""
