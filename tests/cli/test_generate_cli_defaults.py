@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -95,6 +97,25 @@ def test_a_default_generate_without_gpu_compiles_says_so_and_its_records_are_fou
     assert records[0]["metadata"]["verify_mode"] == "compile"
     assert "reading examples/.stitch/trajectories" in export.stderr
     assert "exported 1 record(s)" in export.stderr
+    # the README's own export lines, verbatim, find the same folder
+    for argv in readme_exports():
+        shown = stitch(*argv, cwd=project)
+        assert shown.returncode == 0, (argv, shown.stderr)
+        assert "reading examples/.stitch/trajectories" in shown.stderr, (argv, shown.stderr)
+        assert (project / argv[argv.index("-o") + 1]).is_file()
+
+
+def readme_exports() -> list[list[str]]:
+    """The `export-trajectories` command lines in README.md's shell blocks, after the program."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"```(?:sh|bash)\n(.*?)```", readme, re.S):
+        for line in block.splitlines():
+            argv = shlex.split(line.split("#", 1)[0])
+            if argv[:1] and argv[0].endswith("stitch-lsp") and argv[1:2] == ["export-trajectories"]:
+                found.append(argv[1:])
+    assert found, "README.md shows no export-trajectories command"
+    return found
 
 
 def test_an_export_with_no_records_anywhere_says_where_it_looked(tmp_path: Path) -> None:
