@@ -392,7 +392,14 @@ export class ServerController {
    * (no GPU needed, and allowed in an untrusted workspace: reading a report runs nothing).
    * `uri` is the active document, which helps the server find the report's sources.
    */
-  async showReport(uri: string | undefined): Promise<PaletteOutcome> {
+  /**
+   * Asks for a `.ncu-rep` and shows it; `side: "reference"` reads it as a report of the
+   * reference's Model, for the results panel of `uri` (its kernels beside the candidate's).
+   */
+  async showReport(
+    uri: string | undefined,
+    side: "candidate" | "reference" = "candidate",
+  ): Promise<PaletteOutcome> {
     const { ui } = this.host;
     const client = this.client;
     if (client === undefined || this.status.phase !== "ready") {
@@ -408,7 +415,8 @@ export class ServerController {
       return "nothing-here";
     }
     try {
-      const args = uri === undefined ? { report } : { uri, report };
+      const args =
+        uri === undefined ? { report } : side === "reference" ? { uri, report, side } : { uri, report };
       const result = await executeServerCommand(client, {
         title: "Show Nsight Compute report",
         command: SHOW_REPORT_COMMAND,

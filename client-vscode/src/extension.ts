@@ -40,6 +40,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const results = new ResultsPanel(
     (method, params) => ctl.request(method, params),
     (line) => host.log(line),
+    (uri) => ctl.showReport(uri, "reference"),
   );
   let jobCount = 0;
   context.subscriptions.push(
@@ -90,8 +91,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         await ctl.cancelJobs({ id: job.id });
       }
     }),
-    vscode.commands.registerCommand(VIEW_COMMANDS.cancelJob, (job?: JobInfo) =>
-      job === undefined ? ctl.cancelJobs() : ctl.cancelJobs({ id: job.id }),
+    // The jobs view passes its row: { job } (the inline Cancel button sits on a job's row).
+    vscode.commands.registerCommand(VIEW_COMMANDS.cancelJob, (row?: { job?: JobInfo }) =>
+      row?.job === undefined ? ctl.cancelJobs() : ctl.cancelJobs({ id: row.job.id }),
     ),
     vscode.commands.registerCommand(VIEW_COMMANDS.debugInfo, async () =>
       showDebugInfo(await ctl.debugInfo()),

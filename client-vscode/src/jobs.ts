@@ -55,6 +55,13 @@ export function formatElapsed(seconds: number): string {
   return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${rest}` : `${m}:${rest}`;
 }
 
+/** A row under a job in the jobs view. */
+export interface JobDetail {
+  key: "stage" | "device";
+  label: string;
+  description: string;
+}
+
 export class JobsModel {
   jobs: JobInfo[] = [];
   private receivedMs = 0;
@@ -89,10 +96,29 @@ export class JobsModel {
     return job.file ? `${job.kind} ${job.file}` : job.kind;
   }
 
+  /** One line: where, what and how long (the quick pick, and the tooltip's first line). */
   description(job: JobInfo): string {
-    const where = job.device ?? "CPU";
-    const what = job.state === "queued" ? "queued" : job.stage || "running";
-    return `${where} · ${what} · ${formatElapsed(this.elapsed(job))}`;
+    return `${this.where(job)} · ${this.stage(job)} · ${formatElapsed(this.elapsed(job))}`;
+  }
+
+  /**
+   * The rows under a job in the sidebar view: its stage with the elapsed time, then where it
+   * runs. A sidebar is narrow, so each fact gets a row of its own that starts at the left
+   * instead of trailing the file name, where it was cut.
+   */
+  details(job: JobInfo): JobDetail[] {
+    return [
+      { key: "stage", label: this.stage(job), description: formatElapsed(this.elapsed(job)) },
+      { key: "device", label: `on ${this.where(job)}`, description: "" },
+    ];
+  }
+
+  private where(job: JobInfo): string {
+    return job.device ?? "CPU";
+  }
+
+  private stage(job: JobInfo): string {
+    return job.state === "queued" ? "queued" : job.stage || "running";
   }
 
   tooltip(job: JobInfo): string {

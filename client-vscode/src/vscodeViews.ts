@@ -8,7 +8,7 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as vscode from "vscode";
 import { referenceOf } from "./compare";
-import { type JobInfo, JobsModel } from "./jobs";
+import { type JobDetail, type JobInfo, JobsModel } from "./jobs";
 import type { ProgressReporter, ProgressUi } from "./progress";
 import { parseResults, RESULTS_METHOD } from "./results/model";
 import { parsePanelMessage, resultsPage } from "./results/page";
@@ -34,9 +34,15 @@ export const notificationProgressUi: ProgressUi = {
   },
 };
 
-/** The "Stitch jobs" view: one row per queued or running job, elapsed time ticking. */
-export class JobsTree implements vscode.TreeDataProvider<JobInfo>, vscode.Disposable {
-  private readonly changed = new vscode.EventEmitter<JobInfo | undefined>();
+/** A row of the jobs view: a job, or one of its detail rows (stage and time; device). */
+type JobsNode = { job: JobInfo; detail?: JobDetail };
+
+/**
+ * The "Stitch jobs" view: one row per queued or running job, expanded, with its stage and
+ * elapsed time (ticking) and its device on rows of their own.
+ */
+export class JobsTree implements vscode.TreeDataProvider<JobsNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<JobsNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
   private timer: ReturnType<typeof setInterval> | undefined;
 
@@ -52,10 +58,18 @@ export class JobsTree implements vscode.TreeDataProvider<JobInfo>, vscode.Dispos
     }
   }
 
-  getTreeItem(job: JobInfo): vscode.TreeItem {
-    const item = new vscode.TreeItem(this.model.label(job), vscode.TreeItemCollapsibleState.None);
+  getTreeItem(node: JobsNode): vscode.TreeItem {
+    const { job, detail } = node;
+    if (detail !== undefined) {
+      const item = new vscode.TreeItem(detail.label, vscode.TreeItemCollapsibleState.None);
+      item.id = `${job.id}/${detail.key}`;
+      item.description = detail.description;
+      item.tooltip = this.model.tooltip(job);
+      item.contextValue = "stitchJobDetail";
+      return item;
+    }
+    const item = new vscode.TreeItem(this.model.label(job), vscode.TreeItemCollapsibleState.Expanded);
     item.id = String(job.id);
-    item.description = this.model.description(job);
     item.tooltip = this.model.tooltip(job);
     item.contextValue = "stitchJob";
     item.iconPath = new vscode.ThemeIcon(job.state === "running" ? "sync~spin" : "clock");
@@ -65,8 +79,15 @@ export class JobsTree implements vscode.TreeDataProvider<JobInfo>, vscode.Dispos
     return item;
   }
 
-  getChildren(element?: JobInfo): JobInfo[] {
-    return element === undefined ? this.model.jobs : [];
+  getChildren(element?: JobsNode): JobsNode[] {
+    if (element === undefined) {
+      return this.model.jobs.map((job) => ({ job }));
+    }
+    if (element.detail !== undefined) {
+      return [];
+    }
+    const job = this.model.jobs.find((j) => j.id === element.job.id) ?? element.job;
+    return this.model.details(job).map((detail) => ({ job, detail }));
   }
 
   dispose(): void {
@@ -114,11 +135,14 @@ export type Requester = (method: string, params: unknown) => Promise<unknown>;
 export class ResultsPanel implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
   private uri: string | undefined;
+  private reference: string | undefined;
   private readonly subscriptions: vscode.Disposable[] = [];
 
   constructor(
     private readonly request: Requester,
     private readonly log: (line: string) => void,
+    /** Asks for a report of the reference of `uri` and has the server read it. */
+    private readonly showReferenceReport?: (uri: string) => Promise<unknown>,
   ) {
     this.subscriptions.push(
       vscode.window.onDidChangeActiveTextEditor((editor) => {
@@ -141,6 +165,11 @@ export class ResultsPanel implements vscode.Disposable {
 
   async show(uri: string | undefined, reveal = true): Promise<void> {
     const target = uri ?? vscode.window.activeTextEditor?.document.uri.toString();
+    if (reveal) {
+      // The panel opens at the right, where notifications pop up: what they said (a run's
+      // verdict) is in the panel, and they stay in the notification centre.
+      void vscode.commands.executeCommand("notifications.hideToasts");
+    }
     if (this.panel === undefined) {
       this.panel = vscode.window.createWebviewPanel(
         "stitch.results",
@@ -191,6 +220,7 @@ export class ResultsPanel implements vscode.Disposable {
       return;
     }
     panel.title = results ? `Stitch: ${results.file}` : "Stitch results";
+    this.reference = results?.reference ?? undefined;
     panel.webview.html = resultsPage(results, opts, error);
   }
 
@@ -204,14 +234,26 @@ export class ResultsPanel implements vscode.Disposable {
       await this.render();
     } else if (msg.type === "compare") {
       await compareWithReference(uri);
+    } else if (msg.type === "addReferenceReport") {
+      await this.addReferenceReport();
     } else {
-      const doc = await vscode.workspace.openTextDocument(uri);
+      const file = msg.target === "reference" && this.reference ? vscode.Uri.file(this.reference) : uri;
+      const doc = await vscode.workspace.openTextDocument(file);
       const pos = new vscode.Position(Math.min(msg.line - 1, doc.lineCount - 1), 0);
       await vscode.window.showTextDocument(doc, {
         viewColumn: vscode.ViewColumn.One,
         selection: new vscode.Range(pos, pos),
       });
     }
+  }
+
+  /** Asks for a report of the reference's Model and shows its kernels beside the candidate's. */
+  private async addReferenceReport(): Promise<void> {
+    if (this.uri === undefined || this.showReferenceReport === undefined) {
+      return;
+    }
+    await this.showReferenceReport(this.uri);
+    await this.render();
   }
 
   dispose(): void {

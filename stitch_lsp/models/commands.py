@@ -10,7 +10,7 @@ scheduler job did not finish (`cancelled`, `no_gpu`, `untrusted`, ...).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -58,6 +58,9 @@ class ShowProfileArgs(WireModel):
     uri: str | None = None
     report: str = Field(validation_alias=AliasChoices("report", "reportPath"))
     map: dict[str, str] = Field(default_factory=dict)
+    side: Literal["candidate", "reference"] = Field(
+        "candidate", description="reference: a report of the reference's Model, for `uri`'s panel."
+    )
 
 
 # ---- results --------------------------------------------------------------------------------

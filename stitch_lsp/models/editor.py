@@ -46,6 +46,12 @@ class JobsParams(WireModel):
 # ---- results panel -----------------------------------------------------------------------------
 
 
+class RubricItemView(WireModel):
+    name: str = Field(description="anti_hacking, engineering, coverage or compliance.")
+    score: int
+    reasons: list[str] = Field(default_factory=list)
+
+
 class AttemptRow(WireModel):
     """One attempt of a generate/optimize run, from its trajectory record."""
 
@@ -62,6 +68,58 @@ class AttemptRow(WireModel):
     this_file: bool = Field(False, description="This attempt's code is the file being shown.")
     created: str | None = None
     message: str = ""
+    rubric_items: list[RubricItemView] = Field(
+        default_factory=list, description="The rubric's four items with their reasons."
+    )
+
+
+class PlanGroupView(WireModel):
+    """One fusion group of the plan, with the reference line of each op where it is known."""
+
+    name: str
+    ops: list[str] = Field(default_factory=list)
+    lines: list[int | None] = Field(default_factory=list, description="Per op, 1-based.")
+    rationale: str = ""
+
+
+class PlanView(WireModel):
+    """The plan the run's attempts were written to (from their trajectory records)."""
+
+    run_id: str
+    revision: int = 0
+    summary: str = ""
+    groups: list[PlanGroupView] = Field(default_factory=list)
+    steps: list[str] = Field(default_factory=list)
+    risks: list[str] = Field(default_factory=list)
+
+
+class KernelShareView(WireModel):
+    name: str
+    ms: float
+    calls: float
+    share: float
+
+
+class TimelineView(WireModel):
+    """Per-forward totals of the GPU's work (the verifier's timeline; no launch positions)."""
+
+    forwards: int
+    kernels: float
+    window_ms: float
+    busy_ms: float
+    busy_fraction: float
+    gaps: float
+    gap_ms: float
+    max_gap_ms: float = 0.0
+    host_ms: float | None = None
+    streams: int = 1
+    top: list[KernelShareView] = Field(default_factory=list)
+
+
+class TimelinesView(WireModel):
+    reference: TimelineView | None = None
+    candidate: TimelineView | None = None
+    note: str | None = Field(None, description="Why a side has no timeline.")
 
 
 class VerifySummary(WireModel):
@@ -77,6 +135,7 @@ class VerifySummary(WireModel):
     candidate_ms: float | None = None
     gpu: str | None = None
     max_abs_error: float | None = None
+    timeline: TimelinesView | None = None
 
 
 class KernelRow(WireModel):
@@ -99,12 +158,16 @@ class KernelRow(WireModel):
 
 
 class Roofs(WireModel):
-    """The GPU's roofs, from ncu's SpeedOfLight_RooflineChart metrics."""
+    """The GPU's roofs: `agents.hardware`'s figures for a known GPU (the one source every view
+    and the Planner use; the H200's bandwidth is measured), ncu's metrics for another."""
 
     peak_gflops: float = Field(description="FP32 (FFMA) peak, GFLOP/s.")
     peak_gb_s: float = Field(description="DRAM peak, GB/s.")
-    source: str = Field(description="'ncu' when measured, else where the figures come from.")
+    source: str = Field(description="Where the figures come from, as a sentence.")
     gpu: str | None = None
+    ncu_peak_gb_s: float | None = Field(
+        None, description="ncu's own DRAM peak from the report, when the roofs are not ncu's."
+    )
 
 
 class ResultsResponse(WireModel):
@@ -118,4 +181,12 @@ class ResultsResponse(WireModel):
     roofs: Roofs | None = None
     profile_stale: bool = False
     report: str | None = Field(None, description="The .ncu-rep the kernels come from.")
+    reference_label: str | None = Field(
+        None, description="The reference as shown: relative to the workspace where inside it."
+    )
+    report_label: str | None = Field(None, description="The report as shown, likewise.")
+    plan: PlanView | None = None
+    profiler: str | None = Field(
+        None, description="Why nothing can be profiled here (no GPU, no ncu); None when it can."
+    )
     notes: list[str] = Field(default_factory=list, description="What is missing, and why.")

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("pytest_lsp")
 
+import pytest_lsp
 from lsprotocol import types as lsp
 
 from tests.server.lsp_client import (
@@ -23,6 +24,7 @@ from tests.server.lsp_client import (
     wait_for_diagnostics,
     wait_until,
 )
+from tests.server.profiler_tools import SERVER_WITH_PROFILER
 
 pytestmark = pytest.mark.slow  # starts processes (server, workers, nvcc)
 
@@ -235,8 +237,18 @@ async def test_example_py_with_its_report(client: StitchClient, tmp_path: Path) 
     assert any("memory-bound" in t for t in titles[sig])
 
 
-async def test_profile_offered_before_any_profile(client: StitchClient, tmp_path: Path) -> None:
-    """A lens and code actions run stitch.profile where the profiler can run the file."""
+@pytest_lsp.fixture(config=SERVER_WITH_PROFILER)
+async def profiler_client(lsp_client: StitchClient):
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_profile_offered_before_any_profile(
+    profiler_client: StitchClient, tmp_path: Path
+) -> None:
+    """A lens and code actions run stitch.profile where the profiler can run the file (a GPU
+    and ncu here: stand-ins; tests/server/test_profile_offer.py has the machines without)."""
+    client = profiler_client
     text = (REPO / "examples/kernels/profile_inline_transpose.py").read_text()
     cu_text = (REPO / "examples/kernels/profile_uncoalesced.cu").read_text()
     await initialize(client, tmp_path, settings={"debounceMs": 0})

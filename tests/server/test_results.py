@@ -119,6 +119,7 @@ async def test_results_hold_attempts_verify_kernels_and_roofline(
     before = await results(job_client, uri)
     assert before["role"] == "candidate" and before["reference"] == str(tmp_path / "ref.py")
     assert before["kernels"] == [] and before["roofs"]["source"].startswith("H200")
+    assert before["referenceLabel"] == "ref.py"  # as the workspace names it
     assert any("not profiled yet" in n for n in before["notes"])
 
     done = _plain(
@@ -141,10 +142,11 @@ async def test_results_hold_attempts_verify_kernels_and_roofline(
     assert kernel["durationUs"] == pytest.approx(56.256)
     assert kernel["arithmeticIntensity"] == pytest.approx(0.1448, rel=1e-3)
     assert kernel["gflops"] == pytest.approx(298.2, rel=1e-3)
+    # One roof for every view: the H200's measured bandwidth; ncu's nominal peak only named.
     roofs = after["roofs"]
-    assert roofs["source"] == "ncu"
-    assert roofs["peakGbS"] == pytest.approx(4807.3, rel=1e-3)
-    assert roofs["peakGflops"] == pytest.approx(66121.1, rel=1e-3)
+    assert roofs["source"] == "NVIDIA H200: measured bandwidth; datasheet FLOP/s"
+    assert roofs["peakGbS"] == pytest.approx(4120.0) and roofs["peakGflops"] == 67000.0
+    assert roofs["ncuPeakGbS"] == pytest.approx(4807.3, rel=1e-3)
     assert after["report"] and not after["profileStale"]
 
     attempts = after["attempts"]
@@ -199,5 +201,25 @@ async def test_a_report_shown_for_a_file_fills_its_results(
     assert shown["ok"], shown
     after = await results(client, uri)
     assert [(k["name"], k["side"]) for k in after["kernels"]] == [("relu_bias", "candidate")]
-    assert after["roofs"]["source"] == "ncu"
+    assert after["roofs"]["peakGbS"] == pytest.approx(4120.0)
     assert after["report"].endswith("relu_bias_full.ncu-rep")
+    assert any("reference's kernels are not on the chart" in n for n in after["notes"])
+
+    # A report of the reference goes beside the candidate's kernels (the roofline's squares).
+    shown = _plain(
+        await client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(
+                command="stitch.showProfile",
+                arguments=[{"uri": uri, "side": "reference",
+                            "report": str(ncu_fixture_dir / "relu_bias_full.ncu-rep")}],
+            )
+        )
+    )  # fmt: skip
+    assert shown["ok"], shown
+    both = await results(client, uri)
+    assert [(k["name"], k["side"]) for k in both["kernels"]] == [
+        ("relu_bias", "candidate"),
+        ("relu_bias", "reference"),
+    ]
+    assert both["kernels"][1]["gflops"] == pytest.approx(298.2, rel=1e-3)
+    assert not any("reference's kernels are not on the chart" in n for n in both["notes"])

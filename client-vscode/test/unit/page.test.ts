@@ -52,9 +52,17 @@ const RESULTS = {
       gflops: 1500,
     },
   ],
-  roofs: { peakGflops: 66121, peakGbS: 4807, source: "ncu", gpu: "NVIDIA H200" },
+  roofs: {
+    peakGflops: 67000,
+    peakGbS: 4120,
+    source: "NVIDIA H200: measured bandwidth; datasheet FLOP/s",
+    gpu: "NVIDIA H200",
+    ncuPeakGbS: 4807.3,
+  },
   profileStale: false,
   report: "/tmp/ncu-1/layernorm_gelu_stitch.ncu-rep",
+  referenceLabel: "ex/layernorm_gelu.py",
+  reportLabel: "profiles/layernorm_gelu_stitch.ncu-rep",
   notes: ["not verified in this session: run Verify against reference"],
 };
 
@@ -75,17 +83,29 @@ describe("results panel HTML", () => {
   it("shows the attempts, the verify state, the roofline and the kernel table", () => {
     const html = resultsPage(parseResults(RESULTS), OPTS);
     assert.match(html, /Stitch results: layernorm_gelu_stitch\.py/);
-    assert.match(html, /CUDA implementation of \/w\/ex\/layernorm_gelu\.py/);
+    assert.match(
+      html,
+      /CUDA implementation of ex\/layernorm_gelu\.py</,
+      "the path as the workspace names it",
+    );
     assert.match(html, /<td class=text>draft<\/td><td class="text warn">compiled<\/td>/);
     assert.match(html, /19\/20/);
     assert.match(html, /this file/);
     assert.match(html, /Not verified in this session/);
     assert.match(html, /<svg[^>]*class="roofline"/);
-    assert.match(html, /Roofs measured by Nsight Compute on NVIDIA H200/);
+    // One roof everywhere: the measured H200 bandwidth, with ncu's nominal peak named as such.
+    assert.match(html, /Roofs: NVIDIA H200: measured bandwidth; datasheet FLOP\/s \(DRAM 4,120 GB\/s/);
+    assert.match(html, /DRAM 4,120 GB\/s<\/text>/);
+    assert.doesNotMatch(html, /DRAM 4,8\d0 GB\/s<\/text>/);
+    assert.match(html, /own DRAM peak, 4,810 GB\/s, is ncu's nominal figure/);
     assert.match(html, /data-line="210"[^>]*>stitch_fused_0_kernel</);
-    assert.match(html, /□<\/span> reference<\/td><td class=text>vectorized_layer_norm_kernel/);
+    assert.match(
+      html,
+      /□<\/span> reference<\/td><td class=text data-v="vectorized_layer_norm_kernel">vectorized_layer_norm_kernel/,
+    );
     assert.match(html, /data-action="compare"/);
-    assert.match(html, /Report: \/tmp\/ncu-1/);
+    assert.match(html, /Report: profiles\/layernorm_gelu_stitch\.ncu-rep/);
+    assert.doesNotMatch(html, /\/tmp\/ncu-1|\/w\/ex/, "no absolute path of the developer's machine");
   });
 
   it("uses only theme variables for colour", () => {
@@ -100,13 +120,14 @@ describe("results panel HTML", () => {
       parseResults({
         ...RESULTS,
         kernels: [],
-        roofs: { ...RESULTS.roofs, source: "H200: assumed" },
+        roofs: { peakGflops: 67000, peakGbS: 4120, source: "no GPU here: assumed H200" },
         file: "<b>.py",
+        profiler: "no CUDA GPU here",
       }),
       OPTS,
     );
-    assert.match(html, /Not profiled yet/);
-    assert.match(html, /No ncu roofline metrics yet: roofs of H200: assumed/);
+    assert.match(html, /Not profiled yet\. It cannot run here: no CUDA GPU here/);
+    assert.match(html, /Roofs: no GPU here: assumed H200 \(DRAM 4,120 GB\/s/);
     assert.match(html, /&lt;b&gt;\.py/);
     assert.match(resultsPage(undefined, OPTS, "the server is not running"), /the server is not running/);
   });
@@ -114,7 +135,17 @@ describe("results panel HTML", () => {
   it("refuses malformed results and messages", () => {
     assert.equal(parseResults({ uri: 1 }), undefined);
     assert.equal(parseResults({ ...RESULTS, roofs: { peakGflops: 0, peakGbS: 1 } })!.roofs, null);
-    assert.deepEqual(parsePanelMessage({ type: "reveal", line: 3 }), { type: "reveal", line: 3 });
+    assert.deepEqual(parsePanelMessage({ type: "reveal", line: 3 }), {
+      type: "reveal",
+      line: 3,
+      target: "file",
+    });
+    assert.deepEqual(parsePanelMessage({ type: "reveal", line: 3, target: "reference" }), {
+      type: "reveal",
+      line: 3,
+      target: "reference",
+    });
+    assert.deepEqual(parsePanelMessage({ type: "addReferenceReport" }), { type: "addReferenceReport" });
     assert.equal(parsePanelMessage({ type: "reveal", line: 0 }), undefined);
     assert.equal(parsePanelMessage({ type: "eval", code: "x" }), undefined);
   });

@@ -80,15 +80,10 @@ describe("settings", () => {
       userSettings((key) => global[key]),
       { llmBaseUrl: "http://localhost:8000/v1" },
     );
-    assert.deepEqual([...USER_LEVEL_KEYS], [
-      "llmBaseUrl",
-      "llmApiKeyEnv",
-      "trajectoriesDir",
-      "cluster",
-      "pythonForWorkers",
-      "ncuPath",
-      "sandbox",
-    ]);
+    assert.deepEqual(
+      [...USER_LEVEL_KEYS],
+      ["llmBaseUrl", "llmApiKeyEnv", "trajectoriesDir", "cluster", "pythonForWorkers", "ncuPath", "sandbox"],
+    );
   });
 
   it("declares the endpoint, the key variable and the cluster as user-level and restricted when untrusted", () => {

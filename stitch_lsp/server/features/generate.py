@@ -34,6 +34,7 @@ from stitch_lsp.models.commands import (
     OpenGeneratedResult,
 )
 from stitch_lsp.server.features.common import at_line, fail, lens, read_disk_text, uri_argument
+from stitch_lsp.server.features.results import remember_op_lines
 from stitch_lsp.server.scopes import OutsideWorkspace, generated_file_folder, output_folder
 
 if TYPE_CHECKING:
@@ -185,6 +186,16 @@ async def run_generation(
                             reference_label=label, cancel=ctx.cancel_event, progress=progress,
                             device=ctx.device, trajectories=trajectories)  # fmt: skip
             gl.opt.start_from = start_from
+            analyze = gl.analyze
+
+            def analyze_and_keep(*args: Any, **kwargs: Any) -> Any:
+                # The plan names ops; the results panel shows the line each one is written on.
+                analysis = analyze(*args, **kwargs)
+                lines = {op.node: op.line for op in analysis.ops if op.line}
+                loop.call_soon_threadsafe(remember_op_lines, ls, reference, lines)
+                return analysis
+
+            gl.analyze = analyze_and_keep
             return gl.run()
 
         return await ctx.run_blocking(blocking)
@@ -220,10 +231,8 @@ async def run_generation(
     title = _summary_title(result)
     summaries[key] = RunSummary(title, output_uri)
     kind = lsp.MessageType.Info if result.ok else lsp.MessageType.Warning
-    shown = f"stitch: {result.message}"
-    if output_uri:
-        shown += f" → {Path(result.output or '').name}"
-    ls.window_show_message(lsp.ShowMessageParams(type=kind, message=shown))
+    ls.log(f"{spec.title}: {result.message}")  # the whole sentence; the toast has the verdict
+    ls.window_show_message(lsp.ShowMessageParams(type=kind, message=toast_text(result)))
     if output_uri:
         await _show(ls, output_uri)
     await ls.refresh_code_lenses()
@@ -338,6 +347,31 @@ async def _show(ls: StitchServer, uri: str) -> bool:
     except Exception:
         return False
     return bool(res and res.success)
+
+
+TOAST_CHARS = 60
+"""A notification shows about this much on one line; the rest is cut."""
+
+
+def toast_text(result: RunResult) -> str:
+    """The finished notification: the verdict first ("Compiled, NOT verified", "1.42x over
+    eager"), then the file, within TOAST_CHARS. The whole message goes to the log and the
+    results panel. A run that produced nothing says why in full."""
+    best = result.best
+    name = Path(result.output).name if result.output else ""
+    if best is None:  # why matters more than the width: a long reason stays whole
+        head = "Cancelled" if result.stopped == "cancelled" else "Failed"
+        return f"{head}: {result.message}" if result.message else head
+    if best.verdict.status == "compiled":
+        text = "Compiled, NOT verified (no GPU)" + (f": {name}" if name else "")
+    elif best.verdict.correct is False or best.verdict.status != "passed":
+        text = f"{best.verdict.status.replace('_', ' ').capitalize()}: attempt {best.index}"
+        text += f" → {name}" if name else ""
+    else:
+        text = f"Verified, {best.verdict.speedup or 0:.2f}x over eager" + (
+            f": {name}" if name else ""
+        )
+    return text if len(text) <= TOAST_CHARS else text[: TOAST_CHARS - 1] + "…"
 
 
 def _summary_title(result: RunResult) -> str:

@@ -8,14 +8,22 @@ and lenses keep showing the last profile after an edit, marked as stale.
 Commands:
 - `stitch.profile` [uri | {uri, full}]: profile the file on the GPU (a scheduler job: one per
   GPU, superseded by a newer request, cancelled when the document changes, cached by content).
-- `stitch.showProfile` [{uri, report, map}] or [uri, report]: load an existing `.ncu-rep` and
-  show it on the workspace's files. No GPU needed; it runs no user code.
+- `stitch.showProfile` [{uri, report, map, side}] or [uri, report]: load an existing `.ncu-rep`
+  and show it on the workspace's files. No GPU needed; it runs no user code. With
+  `side: "reference"` the report is of the reference's `Model`: its kernels go beside the
+  candidate's in the results panel of `uri` (the roofline and the kernel table), and nowhere else.
+
+The "Profile with Nsight Compute" lens and code actions are offered only where a profile can run
+(`profiler_problem`: a GPU, and ncu on PATH or at stitch.ncuPath); the command itself says why
+not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import shutil
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +57,11 @@ from stitch_lsp.server.features.common import (
     read_disk_text,
     unsaved,
 )
-from stitch_lsp.server.features.results import profile_reference, remember_profile
+from stitch_lsp.server.features.results import (
+    profile_reference,
+    remember_profile,
+    remember_reference_profile,
+)
 
 if TYPE_CHECKING:
     from stitch_lsp.profile.pipeline import MappedReport
@@ -134,7 +146,9 @@ def register(server: StitchServer) -> None:
     def lenses(doc: OpenDocument) -> list[lsp.CodeLens]:
         prof, stale = _profile_for(store, doc)
         if prof is None:
-            # Nothing measured yet: offer the run where it applies.
+            # Nothing measured yet: offer the run where it applies, and where it can run.
+            if profiler_problem(server) is not None:
+                return []
             return [lens(row, PROFILE_TITLE, PROFILE, [doc.uri]) for row in _run_rows(doc)]
         from stitch_lsp.profile.summary import lens_title
 
@@ -158,7 +172,7 @@ def register(server: StitchServer) -> None:
         return out
 
     def actions(doc: OpenDocument, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-        if not _run_rows(doc):
+        if not _run_rows(doc) or profiler_problem(server) is not None:
             return []
         return [
             lsp.CodeAction(
@@ -180,6 +194,13 @@ def register(server: StitchServer) -> None:
                 lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"ncu: {run.error}")
             )
             return CommandResult(ok=False, message=run.error or "the report could not be read")
+        if a.side == "reference":
+            if a.uri is None or ls.documents.get(a.uri) is None:
+                return CommandResult(
+                    ok=False, message="a reference's report needs the open candidate"
+                )
+            remember_reference_profile(ls, a.uri, run)
+            return ProfileCommandResult(ok=True, report=run.report.report_path)
         if a.uri is not None and (doc := ls.documents.get(a.uri)) is not None:
             remember_profile(ls, a.uri, doc.text, run)  # the results panel of the file it was for
         return await apply_report(ls, store, run.report, a.uri, a.map)
@@ -481,6 +502,30 @@ def _module_markdown(prof: DocProfile, stale: bool, speedup: float | None) -> st
     lines += [f"- `{k.name}`: {lens_title(k).removeprefix('ncu: ')}" for k, _ in prof.kernels]
     slowest = max(prof.kernels, key=lambda kl: kl[0].duration_ns or 0.0)[0]
     return "\n".join(lines) + "\n\n" + hover_markdown(slowest, None, stale)
+
+
+def profiler_problem(server: StitchServer) -> str | None:
+    """Why no profile can run here (no GPU; no ncu), or None. A cluster's nodes have their own
+    ncu: only the GPUs count then."""
+    if not server.jobs.devices:
+        return server.jobs.unavailable or "no CUDA GPU here"
+    if server.cluster.connected:
+        return None
+    ncu = server.settings.ncu_path
+    if _find_program(ncu, os.environ.get("PATH", "")) is None:
+        return f"ncu not found ({ncu}): install Nsight Compute or set stitch.ncuPath"
+    return None
+
+
+_found: dict[tuple[str, str], str | None] = {}
+
+
+def _find_program(name: str, path: str) -> str | None:
+    """`shutil.which`, remembered per name and PATH: lenses ask on every request."""
+    key = (name, path)
+    if key not in _found:
+        _found[key] = shutil.which(os.path.expanduser(name), path=path)
+    return _found[key]
 
 
 def _profiled_class(analysis: Any) -> str | None:

@@ -44,11 +44,18 @@ from stitch_lsp.models.editor import (
     RESULTS_METHOD,
     AttemptRow,
     KernelRow,
+    KernelShareView,
+    PlanGroupView,
+    PlanView,
     ResultsResponse,
     Roofs,
+    RubricItemView,
+    TimelinesView,
+    TimelineView,
     VerifySummary,
 )
 from stitch_lsp.models.profile import ProfileReport, ProfileResult, ProfileRun
+from stitch_lsp.models.verify import Timeline, TimelineReport
 from stitch_lsp.profile.summary import summarize
 from stitch_lsp.server.documents import path_key, text_hash
 
@@ -223,6 +230,12 @@ def _read_records(path: Path, folder: Path) -> list[dict[str, Any]]:
 class ResultsStore:
     profiles: dict[str, StoredProfile] = field(default_factory=dict)
     trajectories: TrajectoryIndex = field(default_factory=TrajectoryIndex)
+    reference_reports: dict[str, ProfileReport] = field(default_factory=dict)
+    """Per candidate uri, a report of its reference opened from disk (Show Nsight Compute
+    Report for the reference side): used where the profile job's own reference run is absent."""
+    op_lines: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per reference (`path_key`), the source line of each op the Planner's analysis found:
+    the plan's fusion groups name ops, and the panel shows where each one is written."""
 
 
 def store_of(server: StitchServer) -> ResultsStore:
@@ -258,6 +271,17 @@ def remember_profile(server: StitchServer, uri: str, text: str, run: ProfileRun)
     store_of(server).profiles[uri] = StoredProfile(
         text_hash(text), run.report, run.reference_report, run.reference_error
     )
+
+
+def remember_reference_profile(server: StitchServer, uri: str, run: ProfileRun) -> None:
+    """A report of the reference's `Model`, shown beside the candidate's kernels of `uri`."""
+    if run.report is not None:
+        store_of(server).reference_reports[uri] = run.report
+
+
+def remember_op_lines(server: StitchServer, reference: Path, lines: dict[str, int]) -> None:
+    if lines:
+        store_of(server).op_lines[path_key(reference)] = dict(lines)
 
 
 # ---- building the answer ------------------------------------------------------------------------
@@ -316,9 +340,11 @@ def attempts_for(
     reference: Path,
     candidate_text: str | None,
     notes: list[str] | None = None,
+    plans: dict[tuple[str, int], PlanView] | None = None,
 ) -> list[AttemptRow]:
     """The recorded attempts on `reference`. Reads the disk: call it off the event loop
-    (`attempts_for_async`). `notes`, when given, collects why files were skipped."""
+    (`attempts_for_async`). `notes`, when given, collects why files were skipped; `plans`, the
+    plan of each (run, attempt) whose record holds one."""
     roots = [r for r in (_workspace_root(server), reference.parent) if r is not None]
     folders, refused = trajectory_folders(server, reference)
     label_roots = list(dict.fromkeys([*roots, *(f.parent.parent for f in folders)]))
@@ -337,10 +363,71 @@ def attempts_for(
                 continue
             seen.add(key)
             rows.append(_attempt_row(rec, own))
+            if plans is not None:
+                plan = _plan_of(rec)
+                if plan is not None:
+                    plans[key] = plan
     if notes is not None:
         notes.extend(refused + index.notes(folders))
     rows.sort(key=lambda r: (str(r.created or ""), r.run_id, r.attempt))
     return rows[-MAX_ATTEMPTS:]
+
+
+PLAN_MARK = "Plan (revision "
+"""How the Coder's prompts (`prompts/*.md`) introduce the plan, which follows as JSON."""
+
+
+def _plan_of(rec: dict[str, Any]) -> PlanView | None:
+    """The plan a record's attempt was written to: the JSON after PLAN_MARK in its prompt."""
+    for message in rec.get("messages") or []:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        text = message.get("content")
+        at = text.find(PLAN_MARK) if isinstance(text, str) else -1
+        if at < 0:
+            continue
+        start = text.find("{", at)
+        try:
+            raw, _ = json.JSONDecoder().raw_decode(text, start) if start >= 0 else (None, 0)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        head = text[at + len(PLAN_MARK) : start].split(")", 1)[0]
+        groups = [
+            PlanGroupView(
+                name=str(g.get("name", "")),
+                ops=[str(o) for o in g.get("ops") or []],
+                rationale=str(g.get("rationale") or ""),
+            )
+            for g in raw.get("fusion_groups") or []
+            if isinstance(g, dict)
+        ]
+        return PlanView(
+            run_id=str(rec.get("run_id", "")),
+            revision=_int(head) if head.strip().isdigit() else 0,
+            summary=str(raw.get("summary") or ""),
+            groups=groups,
+            steps=[str(x) for x in raw.get("steps") or []],
+            risks=[str(x) for x in raw.get("correctness_risks") or []],
+        )
+    return None
+
+
+def plan_for(
+    rows: list[AttemptRow], plans: dict[tuple[str, int], PlanView], lines: dict[str, int]
+) -> PlanView | None:
+    """The plan of the attempt shown (this file's, else the last accepted, else the last),
+    each op with the reference line the Planner found it on."""
+    pick = next((r for r in rows if r.this_file), None)
+    pick = pick or next((r for r in reversed(rows) if r.accepted), None)
+    pick = pick or (rows[-1] if rows else None)
+    plan = plans.get((pick.run_id, pick.attempt)) if pick is not None else None
+    if plan is None:
+        return None
+    for g in plan.groups:
+        g.lines = [lines.get(op) for op in g.ops]
+    return plan
 
 
 async def attempts_for_async(
@@ -348,9 +435,10 @@ async def attempts_for_async(
     reference: Path,
     candidate_text: str | None,
     notes: list[str] | None = None,
+    plans: dict[tuple[str, int], PlanView] | None = None,
 ) -> list[AttemptRow]:
     """`attempts_for` in a worker thread: the event loop never waits for the trajectory walk."""
-    return await asyncio.to_thread(attempts_for, server, reference, candidate_text, notes)
+    return await asyncio.to_thread(attempts_for, server, reference, candidate_text, notes, plans)
 
 
 def _int(value: Any) -> int:
@@ -379,7 +467,19 @@ def _attempt_row(rec: dict[str, Any], own: str | None) -> AttemptRow:
         this_file=own is not None and isinstance(code, str) and _without_header(code) == own,
         created=meta.get("created"),
         message=str(verify.get("message", ""))[:300],
+        rubric_items=[
+            RubricItemView(
+                name=name,
+                score=_int(item.get("score")),
+                reasons=[str(r) for r in item.get("reasons") or []][:12],
+            )
+            for name in RUBRIC_ITEMS
+            if isinstance(item := rubric.get(name), dict)
+        ],
     )
+
+
+RUBRIC_ITEMS = ("anti_hacking", "engineering", "coverage", "compliance")
 
 
 def _verify_summary(server: StitchServer, doc: OpenDocument) -> VerifySummary | None:
@@ -410,6 +510,43 @@ def _verify_summary(server: StitchServer, doc: OpenDocument) -> VerifySummary | 
         candidate_ms=timing.candidate.median if timing and timing.candidate else None,
         gpu=r.gpu_name,
         max_abs_error=bad.max_abs_error if bad is not None else None,
+        timeline=timelines_view(r.timeline, r.gpu_name, entry.compile_only),
+    )
+
+
+def timeline_view(t: Timeline | None) -> TimelineView | None:
+    if t is None:
+        return None
+    return TimelineView(
+        forwards=t.forwards,
+        kernels=t.kernels,
+        window_ms=t.window_ms,
+        busy_ms=t.busy_ms,
+        busy_fraction=t.busy_fraction,
+        gaps=t.gaps,
+        gap_ms=t.gap_ms,
+        max_gap_ms=t.max_gap_ms,
+        host_ms=t.host_ms,
+        streams=t.streams,
+        top=[KernelShareView(name=k.name, ms=k.ms, calls=k.calls, share=k.share) for k in t.top],
+    )
+
+
+def timelines_view(
+    report: TimelineReport | None, gpu: str | None, compile_only: bool
+) -> TimelinesView:
+    """Both sides' timelines, or why there is none: nothing is drawn that was not measured."""
+    if report is None:
+        why = (
+            "no timing: compile-only verification, no GPU here"
+            if compile_only or not gpu
+            else "the verifier recorded no timeline for this run"
+        )
+        return TimelinesView(note=why)
+    return TimelinesView(
+        reference=timeline_view(report.reference),
+        candidate=timeline_view(report.candidate),
+        note=report.note,
     )
 
 
@@ -437,21 +574,34 @@ def kernel_row(k: ProfileResult, side: str, line: int | None = None) -> KernelRo
 
 
 def roofs_from(kernels: list[ProfileResult], gpu_name: str | None) -> Roofs:
-    """ncu's roofs when any kernel carries them, else the GPU's figures, saying so."""
-    for k in kernels:
-        if k.roofline is not None and k.roofline.peak_dram_bytes_per_s > 0:
-            return Roofs(
-                peak_gflops=k.roofline.peak_flops / 1e9,
-                peak_gb_s=k.roofline.peak_dram_bytes_per_s / 1e9,
-                source="ncu",
-                gpu=k.device,
-            )
-    spec = spec_for(gpu_name) if gpu_name else default_target()
+    """The roofs of the GPU the kernels ran on (else the verified one, else the default target).
+
+    One source for every view: `agents.hardware`'s figures, which the Planner's floors use too
+    (for the H200 the bandwidth a 2 GiB device-to-device copy sustained, 4.12 TB/s, not ncu's
+    nominal DRAM peak of about 4.81 TB/s). Only a GPU that table does not know gets ncu's own
+    roofs from the report."""
+    measured = next(
+        (k for k in kernels if k.roofline is not None and k.roofline.peak_dram_bytes_per_s > 0),
+        None,
+    )
+    name = (measured.device if measured is not None else None) or gpu_name
+    spec = spec_for(name) if name else default_target()
+    ncu_gb_s = (
+        measured.roofline.peak_dram_bytes_per_s / 1e9 if measured and measured.roofline else None
+    )
+    if measured is not None and measured.roofline is not None and spec.source.startswith("unknown"):
+        return Roofs(
+            peak_gflops=measured.roofline.peak_flops / 1e9,
+            peak_gb_s=measured.roofline.peak_dram_bytes_per_s / 1e9,
+            source=f"{name}: ncu's peaks from the report (a GPU without measured figures)",
+            gpu=name,
+        )
     return Roofs(
         peak_gflops=spec.fp32_tflops * 1000.0,
         peak_gb_s=spec.bandwidth_tb_s * 1000.0,
         source=f"{spec.name}: {spec.source}",
         gpu=spec.name,
+        ncu_peak_gb_s=ncu_gb_s,
     )
 
 
@@ -479,10 +629,15 @@ async def results_for(server: StitchServer, uri: str) -> ResultsResponse:
         role=role,
         reference=str(reference) if reference is not None else None,
     )
+    roots = server.workspace_roots()
     if reference is not None:
+        response.reference_label = shown_path(reference, roots)
+        plans: dict[tuple[str, int], PlanView] = {}
         response.attempts = await attempts_for_async(
-            server, reference, doc.text if role == "candidate" else None, notes
+            server, reference, doc.text if role == "candidate" else None, notes, plans
         )
+        lines = store_of(server).op_lines.get(path_key(reference), {})
+        response.plan = plan_for(response.attempts, plans, lines)
     if not response.attempts:
         notes.append("no generate or optimize runs recorded for this reference yet")
     if role == "candidate":
@@ -493,8 +648,24 @@ async def results_for(server: StitchServer, uri: str) -> ResultsResponse:
     response.kernels = candidate + reference_kernels
     gpu = response.verify.gpu if response.verify else None
     response.roofs = roofs_from(_profile_results(server, doc), gpu)
+    if response.report:
+        response.report_label = shown_path(Path(response.report), roots)
+    from stitch_lsp.server.features.profile import profiler_problem
+
+    response.profiler = profiler_problem(server)
     response.notes = notes
     return response
+
+
+def shown_path(path: Path, roots: list[Path]) -> str:
+    """A path as the panel prints it: relative to the workspace folder that holds it, else
+    with the home folder as `~`; a developer's folders are not part of a result."""
+    real = os.path.realpath(path)
+    for root in [*roots, Path.home()]:
+        if is_inside(real, [root]):
+            rel = os.path.relpath(real, os.path.realpath(root))
+            return display_path(rel if root in roots else os.path.join("~", rel))
+    return display_path(path)
 
 
 def _profile_results(server: StitchServer, doc: OpenDocument) -> list[ProfileResult]:
@@ -502,6 +673,9 @@ def _profile_results(server: StitchServer, doc: OpenDocument) -> list[ProfileRes
     out: list[ProfileResult] = []
     if stored is not None:
         out += stored.report.kernels + (stored.reference.kernels if stored.reference else [])
+    opened = store_of(server).reference_reports.get(doc.uri)
+    if opened is not None and (stored is None or stored.reference is None):
+        out += opened.kernels
     prof = _doc_profile(server, doc)[0]
     if prof is not None:
         out += [k for k, _ in prof.kernels]
@@ -525,6 +699,8 @@ def _kernels(
     prof, stale = _doc_profile(server, doc)
     lines = {k.name: line for k, line in prof.kernels} if prof is not None else {}
     stored = store_of(server).profiles.get(doc.uri)
+    opened = store_of(server).reference_reports.get(doc.uri)
+    opened_rows = [kernel_row(k, "reference") for k in opened.kernels] if opened else []
     if stored is not None and (prof is None or stored.report.report_path == prof.report_path):
         response.report = stored.report.report_path
         response.profile_stale = stored.text_hash != text_hash(doc.text)
@@ -532,15 +708,27 @@ def _kernels(
         reference: list[KernelRow] = []
         if stored.reference is not None:
             reference = [kernel_row(k, "reference") for k in stored.reference.kernels]
+        elif opened_rows:
+            reference = opened_rows
         elif stored.reference_error:
             notes.append(f"the reference was not profiled: {stored.reference_error}")
+        else:
+            notes.append(REFERENCE_NOT_PROFILED)
         return candidate, reference
     if prof is not None:
         response.report = prof.report_path
         response.profile_stale = stale
-        return [kernel_row(k, "candidate", line) for k, line in prof.kernels], []
+        if not opened_rows:
+            notes.append(REFERENCE_NOT_PROFILED)
+        return [kernel_row(k, "candidate", line) for k, line in prof.kernels], opened_rows
     notes.append("not profiled yet: run Profile with Nsight Compute (needs a GPU and ncu)")
-    return [], []
+    return [], opened_rows
+
+
+REFERENCE_NOT_PROFILED = (
+    "the reference's kernels are not on the chart: Profile (which runs the reference's Model "
+    "too) or show a report of the reference"
+)
 
 
 # ---- registration -------------------------------------------------------------------------------
