@@ -13,7 +13,7 @@
 (catch_clause) @catch
 
 ; `static` locals: handles are fine, tensors and pointer-keyed maps are result caches.
-(declaration (storage_class_specifier) @static.kw (#eq? @static.kw "static")) @static
+(declaration (storage_class_specifier) @static.kw (#any-of? @static.kw "static" "thread_local")) @static
 
 ; Comparisons (a static compared with an input's pointer is a cache lookup).
 (binary_expression operator: ["==" "!="]) @compare

@@ -262,7 +262,11 @@ def host_facts(fn: Node, declarator: Node, body: Node) -> HostFacts:
                     pointer = True
                 name_node = name_node.child_by_field_name("declarator")
             if name_node is not None:
-                shown = text(type_node) + ("*" if pointer else "")
+                kw = next(
+                    (text(c) for c in decl.children if c.type == "storage_class_specifier"),
+                    "static",
+                )
+                shown = f"{kw} {text(type_node)}" + ("*" if pointer else "")
                 out.statics.append((text(name_node), shown, (decl.start_byte, decl.end_byte)))
     for cmp in found.get("compare", []):
         sides = {

@@ -21,7 +21,7 @@ from stitch_lsp.analysis.embedded import EmbeddedCuda
 from stitch_lsp.analysis.python_checks import CandidateContext, TorchHit
 from stitch_lsp.analysis.python_facts import param_names
 from stitch_lsp.analysis.syntax import text
-from stitch_lsp.analysis.torch_ops import HEAVY_OPS, is_handle_use
+from stitch_lsp.analysis.torch_ops import HEAVY_OPS, is_handle_use, vendor_families
 from stitch_lsp.models.findings import Severity
 
 # Python-side wrappers around a tensor that keep its storage (or pass its address on).
@@ -135,6 +135,15 @@ def _extension_findings(
             if fn.host is not None:
                 _wrapper_checks(ctx, src, fn, inputs.get(fn.name, set()), kernels)
         _globals_cache(ctx, src)
+        for called, span in src.facts.library_calls:
+            families = vendor_families(called)
+            if families:
+                # The family list travels in `canonical`: `cudnnConvolutionForward` is any
+                # forward convolution, whatever its dimensions.
+                canonical = "|".join(sorted(families))
+                ctx.torch_hits.append(
+                    TorchHit(src.range(span), "heavy", called, canonical, "vendor")
+                )
         for start, end, op, shown in src.facts.aten:
             ctx.torch_hits.append(
                 TorchHit(
@@ -364,7 +373,7 @@ def _wrapper_checks(
     for name, (type_text, span) in statics.items():
         if "Tensor" in type_text or _POINTER_KEY.search(type_text):
             add(span, Severity.error, "input-cache",
-                f"`static {type_text} {name}` keeps results between calls: a repeated input "
+                f"`{type_text} {name}` keeps results between calls: a repeated input "
                 "returns the stored output and skips the work")  # fmt: skip
     for sides, span in host.compares:
         cached = sides & set(statics)

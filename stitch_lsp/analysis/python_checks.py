@@ -376,14 +376,29 @@ def whole_problem(ctx: CandidateContext) -> set[str]:
     ref = ctx.reference
     if ref is None or not ref.ops or ref.arithmetic:
         return set()
-    families = {op_family(h.canonical) for h in ctx.torch_hits}
+    families = {f for h in ctx.torch_hits for f in hit_families(h)}
     return set(ref.ops) if ref.ops <= families else set()
+
+
+def hit_families(hit: TorchHit) -> set[str]:
+    """The operator families a hit computes: one for a PyTorch call, the list a vendor call
+    carries (`cudnnConvolutionForward` is a convolution of any dimension)."""
+    if hit.how == "vendor":
+        return set(hit.canonical.split("|"))
+    return {op_family(hit.canonical)}
 
 
 def emit_torch_hits(ctx: CandidateContext) -> None:
     """Turn the PyTorch compute found in Python and in the extension's C++ into diagnostics."""
     whole = whole_problem(ctx)
     for hit in ctx.torch_hits:
+        if hit.how == "vendor":
+            # A cuBLAS/cuDNN call is a legitimate library call unless it is the whole problem.
+            if hit_families(hit) & whole:
+                ctx.diags.append(
+                    Diag(hit.range, Severity.error, "torch-op", _vendor_message(hit.shown, ctx))
+                )
+            continue
         plain = _plain(hit.shown, hit.canonical) and hit.how != "value"
         who = (
             f"`{hit.shown}`"
@@ -422,6 +437,15 @@ def emit_torch_hits(ctx: CandidateContext) -> None:
                 "the rest",
             )
         ctx.diags.append(Diag(hit.range, sev, "torch-op", msg))
+
+
+def _vendor_message(call: str, ctx: CandidateContext) -> str:
+    ops = ", ".join(f"`{s}`" for s in (ctx.reference.shown if ctx.reference else ())) or "it"
+    return (
+        f"`{call}` is the vendor library doing the whole problem (the reference is only {ops}); "
+        "the custom CUDA around it can only copy, scale or finish the library's result: this is "
+        "not a CUDA implementation"
+    )
 
 
 def _whole_message(name: str, ctx: CandidateContext) -> str:

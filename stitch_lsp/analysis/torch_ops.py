@@ -243,3 +243,28 @@ def _classify_ref(callee: str, ref: Ref) -> tuple[str, str, str] | str | None:
     if "." in dotted and dotted.split(".", 1)[0] not in ("F", "nn"):
         return None  # numpy, math, cupy, another module: not PyTorch
     return "by name"
+
+
+# Vendor-library entry points that do a heavy op themselves (cuBLAS/cuBLASLt GEMMs, cuDNN
+# convolutions), and the operator families they stand for: `cublasSgemm` in the launcher is the
+# reference's `torch.matmul` as much as `at::mm` in the wrapper is.
+_VENDOR_HEAVY = (
+    (re.compile(r"^cublas(Lt)?\w*(gemm|Gemm|Matmul)\w*$"), frozenset({"gemm"})),
+    (
+        re.compile(r"^cudnnConvolution(Forward|BiasActivationForward)$"),
+        frozenset({"conv1d", "conv2d", "conv3d"}),
+    ),
+    (
+        re.compile(r"^cudnnConvolutionBackwardData$"),
+        frozenset({"conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}),
+    ),
+)
+
+
+def vendor_families(call: str) -> frozenset[str]:
+    """The operator families a cuBLAS/cuDNN call computes (empty for handles, descriptors,
+    streams and every other library call)."""
+    for pattern, families in _VENDOR_HEAVY:
+        if pattern.match(call):
+            return families
+    return frozenset()

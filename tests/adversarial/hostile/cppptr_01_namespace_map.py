@@ -1,0 +1,56 @@
+# stitch-lsp: reference=../refs/relu_bias.py
+"""Results in a namespace-scope map keyed on the input's data_ptr."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cstdint>
+#include <unordered_map>
+__global__ void bias_relu_kernel(const float* __restrict__ x, const float* __restrict__ bias,
+                                 float* __restrict__ y, long long n, int dim) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float v = x[i] + bias[i % dim];
+    y[i] = v > 0.f ? v : 0.f;
+  }
+}
+
+namespace {
+std::unordered_map<std::uintptr_t, torch::Tensor> g_results;  // HOSTILE
+}
+
+torch::Tensor bias_relu(torch::Tensor x, torch::Tensor bias) {
+  const auto key = reinterpret_cast<std::uintptr_t>(x.data_ptr());
+  auto hit = g_results.find(key);
+  if (hit != g_results.end()) return hit->second;
+  auto out = torch::empty_like(x);
+  const long long n = x.numel();
+  bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      x.data_ptr<float>(), bias.data_ptr<float>(), out.data_ptr<float>(), n, (int)x.size(-1));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  g_results[key] = out;
+  return out;
+}
+"""
+
+CPP_SRC = "torch::Tensor bias_relu(torch::Tensor x, torch::Tensor bias);"
+
+_ext = load_inline(
+    name="adv_cppptr_01",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["bias_relu"],
+)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        return _ext.bias_relu(x.contiguous(), self.bias)
