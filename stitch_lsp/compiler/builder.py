@@ -124,7 +124,7 @@ class Builder:
         """A use ready for elementwise math: no int64 values, `trans` spelled as strides, and an
         expand that is only a broadcast written the plain way."""
         if self.dtype_of(u.vid) == "int64":
-            raise self.fail("math on an integer tensor (an argmax/argmin result) is not supported")
+            raise self.fail("math on an integer tensor is not generated (integers are indices)")
         if u.trans:
             u = layout.make(u, u.shape, layout.strides_of(u), 0)
         u = layout.canonical(u, self.storage(u))
@@ -172,7 +172,27 @@ class Builder:
 
     def reduce(self, kind: str, field: str, x: Use, axes: tuple[int, ...], **params: Any) -> Use:
         shape = keep_shape(x.shape, axes)
+        if all(x.shape[a] == 1 for a in axes):
+            return self._reduce_one(kind, field, x, shape)
         return self.add("reduce", kind, [x], shape, axes=axes, field=field, **params)
+
+    def _reduce_one(self, kind: str, field: str, x: Use, shape: Shape) -> Use:
+        """A reduction over size-1 dims only (a scalar's too) reduces one element each: it is
+        elementwise, and no reduction layout exists for it. Sum, mean, max, min: the element;
+        softmax's max likewise and its sum of exp(x - max) is exp(x - x), 1 (NaN where x is
+        infinite or NaN, as torch gives); the variance is (x - x)^2, 0 (NaN likewise); argmax
+        and argmin: index 0."""
+        if field == "index":
+            return self.ew("identity", [Const(0.0)], shape=shape, dtype="int64")
+        v = self.plain(x, broadcast=False)
+        if field in ("sum", "max", "min", "mean"):
+            return self.ew("identity", [v], shape=shape)
+        zero = self.ew("sub", [v, v], shape=shape)
+        if field == "var":
+            return self.ew("square", [zero], shape=shape)
+        if field == "sumexp":
+            return self.ew("exp", [zero], shape=shape)
+        raise self.fail(f"{kind} field {field} over size-1 dims")
 
     # -- elementwise ---------------------------------------------------------------------------
     def ew_op(self, op: EwOp, operands: list[Any], params: dict[str, Any]) -> Any:
@@ -448,33 +468,7 @@ class Builder:
             )
             if past_edge or (not include_pad and any(pads)):
                 params["clipped"] = "padded" if include_pad else "inside"
-        if fn == "avg_pool" and not any(params["padding"]) and "clipped" not in params:
-            moved = self._pool_before_pointwise_conv(x, params, out)
-            if moved is not None:
-                return moved
         return self.add("pool", fn, [x], out, **params)
-
-    def _pool_before_pointwise_conv(self, x: Use, params: dict[str, Any], out: Shape) -> Use | None:
-        """avg_pool(conv1x1(z)) as conv1x1(avg_pool(z)), as torch.compile does for DenseNet's
-        transition: both are linear, a 1x1 convolution without bias mixes channels pixel by
-        pixel and an unpadded average mixes pixels channel by channel, so they commute, and the
-        convolution then runs on a quarter (for 2x2) of the pixels. The first convolution is
-        left for `prune` when nothing else reads it."""
-        node = self.g.node(x.vid)
-        if node is None or node.kind != "conv" or node.fn not in ("conv1d", "conv2d", "conv3d"):
-            return None
-        if x.shape != node.shape or x.strided or x.trans or x.offset:
-            return None
-        z, w = node.args[0], node.args[1]
-        if not isinstance(z, Use) or not isinstance(w, Use):
-            return None
-        stride, padding = node.params.get("stride", ()), node.params.get("padding")
-        one = isinstance(stride, tuple) and all(int(v) == 1 for v in stride)
-        unpadded = padding == "valid" or (isinstance(padding, tuple) and not any(padding))
-        if not (one and unpadded and all(int(v) == 1 for v in w.shape[2:])):
-            return None
-        pooled = self.add("pool", "avg_pool", [z], (*z.shape[:2], *out[2:]), **params)
-        return self.add("conv", node.fn, [pooled, w], out, **node.params)
 
     def adaptive_pool(self, x: Use, size: Any, kind: str) -> Use:
         """Adaptive average (or max) pooling. To 1: a reduction; to a size that divides the
@@ -743,9 +737,9 @@ class Builder:
     def matmul(self, a: Any, b: Any) -> Use:
         if not isinstance(a, Use) or not isinstance(b, Use):
             raise self.fail("matmul operands must be tensors")
-        for u in (a, b):
-            if self.dtype_of(u.vid) != "float32":
-                raise self.fail("matmul of non-float tensors is not supported")
+        kinds = {self.dtype_of(u.vid) for u in (a, b)}
+        if len(kinds) != 1 or not kinds <= {"float32", "bfloat16", "float16"}:
+            raise self.fail(f"matmul of {' and '.join(sorted(kinds))} tensors is not supported")
         squeeze_a = squeeze_b = False
         if len(a.shape) == 1:
             a, squeeze_a = layout.unsqueeze(a, 0), True

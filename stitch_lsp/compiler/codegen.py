@@ -25,6 +25,7 @@ from stitch_lsp.compiler.templates import (
     CUBLAS_PREAMBLE,
     CUBLASLT_PREAMBLE,
     PREAMBLE,
+    REDUCED_PREAMBLE,
     STATE_TYPES,
     ew_expr,
     float_literal,
@@ -81,6 +82,27 @@ def bcast_offset(index: str, consumer: Shape, operand: Shape) -> tuple[str, bool
     return " + ".join(reversed(terms)), False
 
 
+# Storage types of the values kernels read and write: math is float in registers throughout,
+# and a bf16/fp16 value converts once at its load and once at its store.
+REDUCED_CTYPES = {"bfloat16": "__nv_bfloat16", "float16": "__half"}
+
+
+# cuBLAS's data types for GEMM operands and results (accumulation is always FP32).
+BLAS_TYPES = {"float32": "CUDA_R_32F", "bfloat16": "CUDA_R_16BF", "float16": "CUDA_R_16F"}
+
+
+def _rounded(node: Node, expr: str) -> str:
+    """An op whose result PyTorch rounds to bf16/fp16 is rounded here too, in registers, so a
+    fused chain tracks eager's per-op rounding instead of drifting from it."""
+    ctype = REDUCED_CTYPES.get(node.dtype)
+    return f"st_round<{ctype}>({expr})" if ctype else expr
+
+
+def storage_ctype(dtype: str) -> str:
+    """The C type a stored value of IR dtype `dtype` has in memory."""
+    return REDUCED_CTYPES.get(dtype) or {"int64": "long long", "bool": "bool"}.get(dtype, "float")
+
+
 @dataclass
 class Arg:
     name: str
@@ -88,6 +110,23 @@ class Arg:
     ctype: str
     role: str  # in | inout | out | ws
     nbytes: int = 0  # workspace size (role ws)
+
+    @property
+    def reduced(self) -> bool:
+        """A bf16 or fp16 tensor: converted at each load and store, never read as float4."""
+        return any(t in self.ctype for t in REDUCED_CTYPES.values())
+
+    def load(self, offset: str) -> str:
+        """The float value at `offset` (through the read-only cache for inputs)."""
+        raw = f"__ldg({self.name} + {offset})" if self.role == "in" else f"{self.name}[{offset}]"
+        return f"st_f({raw})" if self.reduced else raw
+
+    def store(self, offset: str, value: str) -> str:
+        """The statement that stores float `value` at `offset` in this argument's type."""
+        if self.reduced:
+            ctype = self.ctype.replace(" __restrict__", "").rstrip("*").strip()
+            return f"{self.name}[{offset}] = st_to<{ctype}>({value});"
+        return f"{self.name}[{offset}] = {value};"
 
 
 @dataclass
@@ -148,7 +187,8 @@ class _GroupGen:
         args = [self.operand(a, node.shape, scope) for a in node.args]
         name = f"v{vid}" if vid >= 0 else f"vp{-vid}"
         coords = _coords(scope.index, node.shape) if EW[node.fn].index else None
-        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params, coords)};")
+        expr = _rounded(node, ew_expr(node.fn, args, node.params, coords))
+        scope.lines.append(f"const float {name} = {expr};")
         scope.memo[vid] = name
         return name
 
@@ -185,7 +225,7 @@ class _GroupGen:
                 f"    if (i{ax} < 0 || i{ax} >= {inp[ax]}) continue;",
             ]
             base = f"({base} * {inp[ax]} + i{ax})"
-        load = f"__ldg({arg.name} + {base})"
+        load = arg.load(base)
         body = f"{name} = fmaxf({name}, {load});" if is_max else f"{name} += {load};"
         lines += loops + ["    " + body] + ["  }"] * nd
         clipped = node.params.get("clipped")
@@ -249,7 +289,7 @@ class _GroupGen:
         elif arg.ctype.startswith("const long long"):
             expr = f"(float){arg.name}[{offset}]"
         else:
-            expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
+            expr = arg.load(offset)
         name = f"x{len(scope.memo)}_{arg.name}"
         scope.lines.append(f"const float {name} = {expr};")
         scope.memo[key] = name
@@ -274,7 +314,8 @@ class _GroupGen:
         args = [self.operand(x, node.shape, sub) for x in node.args]
         coords = _coords(idx, node.shape) if EW[node.fn].index else None
         name = f"r{mine}"
-        scope.lines.append(f"const float {name} = {ew_expr(node.fn, args, node.params, coords)};")
+        expr = _rounded(node, ew_expr(node.fn, args, node.params, coords))
+        scope.lines.append(f"const float {name} = {expr};")
         scope.memo[key] = name
         return name
 
@@ -398,7 +439,7 @@ class _GroupGen:
             if lane:
                 scope.lines.append(f"o_{arg.name}[l] = {v};")
             else:
-                scope.lines.append(f"{arg.name}[f] = {v};")
+                scope.lines.append(arg.store("f", v))
             outs.append(arg.name)
         if not lane:
             return [], [f"const idx_t f = {base};", *scope.lines], []
@@ -770,7 +811,7 @@ class _ReductionKernel:
         for vid in red_out:
             v = gen.value(vid, scope)
             arg = gen.arg_of[vid]
-            tail.append(f"if ({guard}) {arg.name}[kept] = {v};")
+            tail.append(f"if ({guard}) {arg.store('kept', v)}")
         for s in g.sinks:
             tail += self._running_stats(s, guard)
         final_lines = [*pre_final, *scope.lines, *final, *tail]
@@ -980,7 +1021,7 @@ class Codegen:
                 args.append(a)
         for k, vid in enumerate(g.outputs):
             node = next(n for n in g.nodes if n.vid == vid)
-            ctype = "long long*" if node.params.get("dtype") == "int64" else "float*"
+            ctype = storage_ctype(node.dtype if node.dtype != "bool" else "float32") + "*"
             args.append(Arg(f"out{k}", vid, f"{ctype} __restrict__", "out"))
         return args
 
@@ -1006,6 +1047,8 @@ class Codegen:
     def _launcher(self, g: Group, args: list[Arg], launch: list[str]) -> str:
         params = ", ".join(f"{a.ctype.replace(' __restrict__', '')} {a.name}" for a in args)
         ptrs = " && ".join(f"stitch_aligned16({a.name})" for a in args) or "true"
+        if any(a.reduced for a in args):
+            ptrs = "false"  # bf16/fp16 operands: scalar loads and stores (float4 reads 4 floats)
         counts = [
             next(a.name for a in args if a.vid == s.uses[4].vid)
             for s in g.sinks
@@ -1098,10 +1141,19 @@ class Codegen:
         pa = f"a + {offa}" if offa else "a"
         pb = f"b + {offb}" if offb else "b"
         what_views = " (strided operands)" if a.strided or b.strided else ""
-        args = [Arg("a", a.vid, "const float*", "in"), Arg("b", b.vid, "const float*", "in")]
+        ab = stored_dtype(self.graph, a.vid)
+        if stored_dtype(self.graph, b.vid) != ab or ab not in BLAS_TYPES:
+            raise Unsupported(
+                f"{node.origin}: a GEMM of {ab} and {stored_dtype(self.graph, b.vid)}"
+            )
+        c_dtype = node.dtype if node.dtype in BLAS_TYPES else "float32"
+        in_t, c_t = storage_ctype(ab), storage_ctype(c_dtype)
+        args = [Arg("a", a.vid, f"const {in_t}*", "in"), Arg("b", b.vid, f"const {in_t}*", "in")]
         if bias is not None:
             args.append(Arg("bias", bias.vid, "const float*", "in"))
-        args.append(Arg("c", node.vid, "float*", "out"))
+        args.append(Arg("c", node.vid, f"{c_t}*", "out"))
+        ta_ab, ta_c = BLAS_TYPES[ab], BLAS_TYPES[c_dtype]
+        precision = "FP32 compute" if ab == "float32" else f"{ab} tensor cores, FP32 accumulate"
         params = ", ".join(f"{x.ctype} {x.name}" for x in args)
         what = (
             f"// {node.origin}: C[{batch}x{m}x{n}] = A[{m}x{k}]{'^T' if a.trans else ''} "
@@ -1136,16 +1188,16 @@ class Codegen:
             return GroupKernel(g, g.name, args, src, f"{node.origin}{fused} (cuBLASLt epilogue)")
         call = (
             f"cublasGemmStridedBatchedEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, "
-            f"{pb}, CUDA_R_32F, {ldb}, {sb}LL, {pa}, CUDA_R_32F, {lda}, {sa}LL, &beta, "
-            f"c, CUDA_R_32F, {n}, {m * n}LL, {batch}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
+            f"{pb}, {ta_ab}, {ldb}, {sb}LL, {pa}, {ta_ab}, {lda}, {sa}LL, &beta, "
+            f"c, {ta_c}, {n}, {m * n}LL, {batch}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
             if batch > 1
-            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, {pb}, CUDA_R_32F, {ldb}, "
-            f"{pa}, CUDA_R_32F, {lda}, &beta, c, CUDA_R_32F, {n}, CUBLAS_COMPUTE_32F, "
+            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, {pb}, {ta_ab}, {ldb}, "
+            f"{pa}, {ta_ab}, {lda}, &beta, c, {ta_c}, {n}, CUBLAS_COMPUTE_32F, "
             "CUBLAS_GEMM_DEFAULT)"
         )
         src = "\n".join(
             [
-                f"{what} on cuBLAS, FP32 compute",
+                f"{what} on cuBLAS, {precision}",
                 f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
                 "  cublasHandle_t h = stitch_cublas_on(stream);  // capture-safe: see the preamble",
                 "  if (h == nullptr) return STITCH_CUBLAS_ERROR;",
@@ -1181,7 +1233,6 @@ class Codegen:
         k1, r, k2 = numel(shape[:axis]), shape[axis], numel(shape[axis + 1 :])
         args = self._args(g)
         gen = _GroupGen(self.graph, g, {a.vid: a for a in args})
-        out = args[-1].name
         load: list[str] = []
         v = gen.read_at(x, x.shape, "f", load)
         sig = self._signature(g.name, args)
@@ -1212,7 +1263,7 @@ class Codegen:
                 "        if (lane >= o) v += t;",
                 "      }",
                 "      v += carry;",
-                f"      if (j < R) {out}[row * R + j] = v;",
+                f"      if (j < R) {args[-1].store('row * R + j', 'v')}",
                 "      carry = __shfl_sync(0xffffffffu, v, 31);",
                 "    }",
                 "  }",
@@ -1230,7 +1281,7 @@ class Codegen:
                 "      const idx_t f = (k1 * R + r) * K2 + k2;",
                 *_indent(load, 6),
                 f"      acc += {v};",
-                f"      {out}[f] = acc;",
+                f"      {args[-1].store('f', 'acc')}",
                 "    }",
                 "  }",
                 "}",
@@ -1259,6 +1310,7 @@ class Codegen:
         specs = [g.nodes[0].params["spec"] for g in self.groups if g.kind == "rnn"]
         if specs and with_gemm:
             parts.append(rnn_preamble(specs))  # type: ignore[arg-type]
+        reduced_at = len(parts)
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
                 k = self.kernel(g)
@@ -1273,15 +1325,28 @@ class Codegen:
             self.kernels.append(k)
             what = "reduction " + g.layout.describe() if g.layout else g.kind
             parts.append(f"// ---- {k.name} ({what}) fuses: {k.comment}\n{k.source}")
+        reduced = any(n.dtype in REDUCED_CTYPES for n in self.graph.nodes)
+        if reduced or any(a.reduced for k in self.kernels for a in k.args):
+            parts.insert(reduced_at, REDUCED_PREAMBLE)
         return "\n\n".join(parts) + "\n"
 
 
-def _in_ctype(graph: Graph, vid: int) -> str:
+def stored_dtype(graph: Graph, vid: int) -> str:
+    """The dtype a value has in memory: a leaf's or a PyTorch fallback's own; what our kernels
+    store is the node's dtype, except predicates (bool), which they store as 1.f / 0.f."""
     leaf = graph.leaves.get(vid)
-    dtype = leaf.dtype if leaf is not None else "float32"
-    return {"bool": "const bool* __restrict__", "int64": "const long long* __restrict__"}.get(
-        dtype, "const float* __restrict__"
-    )
+    if leaf is not None:
+        return leaf.dtype
+    node = graph.node(vid)
+    if node is None:
+        return "float32"
+    if node.kind != "aten" and node.dtype == "bool":
+        return "float32"
+    return node.dtype
+
+
+def _in_ctype(graph: Graph, vid: int) -> str:
+    return f"const {storage_ctype(stored_dtype(graph, vid))}* __restrict__"
 
 
 def leaf_expr(leaf: Leaf) -> str:

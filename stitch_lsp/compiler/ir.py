@@ -79,9 +79,11 @@ REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
 # their (materialised) input at other positions: windows, concatenation, padding, table lookups.
 # scan: a prefix sum along one dim, its own kernel. gemm, conv: vendor libraries. bn_update: the
 # running-stat side effect of a training-mode batch norm. rnn, rnn_out: a recurrent module and
-# its other results (recurrent.py).
+# its other results (recurrent.py). aten: an op the coder cannot lower, run as its traced ATen
+# call between the kernels (params: `call`, the expression with `{i}` operand slots; `dtype`;
+# `why` it falls back; `copy` when its result may alias an operand).
 NodeKind = Literal[
-    "ew", "reduce", "pool", "gather", "scan", "gemm", "conv", "bn_update", "rnn", "rnn_out"
+    "ew", "reduce", "pool", "gather", "scan", "gemm", "conv", "bn_update", "rnn", "rnn_out", "aten"
 ]
 
 
@@ -166,7 +168,7 @@ class Graph:
         live = {u.vid for u in self.outputs}
         kept: list[Node] = []
         for n in reversed(self.nodes):
-            if n.vid in live or n.kind == "bn_update":
+            if n.vid in live or n.kind == "bn_update" or n.params.get("effect"):
                 kept.append(n)
                 live |= {u.vid for u in n.uses}
         # A live recurrent node keeps all its results: its launcher decides what it writes.

@@ -91,7 +91,7 @@ def layout_of(shape: Shape, axes: tuple[int, ...]) -> Layout:
 @dataclass
 class Group:
     gid: int
-    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]
+    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "aten"]
     nodes: list[Node] = field(default_factory=list)
     full_numel: int = 0
     layout: Layout | None = None
@@ -108,6 +108,7 @@ class Group:
             "gemm": "gemm",
             "conv": "conv",
             "scan": "scan",
+            "aten": "aten",
         }
         if self.kind == "rnn":
             return f"stitch_{self.nodes[0].fn}_{self.gid}"
@@ -253,7 +254,9 @@ def partition(graph: Graph) -> list[Group]:
     inline = recomputed(graph)
     graph.recomputed = inline
 
-    def new_group(kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]) -> Group:
+    def new_group(
+        kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "aten"],
+    ) -> Group:
         g = Group(len(groups), kind)
         groups.append(g)
         return g
@@ -268,6 +271,12 @@ def partition(graph: Graph) -> list[Group]:
             open_group = None
             if node.kind == "rnn":
                 rnn_groups[node.vid] = g
+            continue
+        if node.kind == "aten":  # PyTorch calls in a row are one stage of the program
+            if not groups or groups[-1].kind != "aten" or open_group is not None:
+                new_group("aten")
+            groups[-1].nodes.append(node)
+            open_group = None
             continue
         if node.kind == "rnn_out":  # h_n, c_n, a time step: written by the recurrent launcher
             rnn_groups[node.uses[0].vid].nodes.append(node)
@@ -317,6 +326,14 @@ def reads(graph: Graph, n: Node, inline: set[int]) -> list[Use]:
     return out
 
 
+def _fp32(graph: Graph, vid: int) -> bool:
+    leaf = graph.leaves.get(vid)
+    if leaf is not None:
+        return leaf.dtype == "float32"
+    node = graph.node(vid)
+    return node is None or node.dtype in ("float32", "bool")
+
+
 def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
     """Move a Linear's bias (and a ReLU right after it) into the cuBLASLt GEMM epilogue.
 
@@ -334,6 +351,8 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
             continue
         if any(u.strided for u in mm.uses):
             continue  # cuBLASLt's heuristics assume aligned, whole operands
+        if not all(_fp32(graph, u.vid) for u in mm.uses) or mm.dtype != "float32":
+            continue  # the epilogue plans are FP32; a bf16/fp16 bias stays in the next kernel
         users = [n for n in graph.nodes if any(u.vid == mm.vid for u in n.uses)]
         if len(users) != 1 or mm.vid in out_vids:
             continue

@@ -3,7 +3,8 @@
 ModelNew copies Model's constructor verbatim (and the module-level names it uses), so seeding
 gives both the same weights, and the parameters keep their names. Its forward allocates outputs,
 runs convolutions through PyTorch (cuDNN) when there are any, and calls the generated launchers
-with raw pointers on the current stream. It does no tensor math of its own.
+with raw pointers on the current stream. Its only tensor math of its own is the ops the coder
+cannot generate, each run as the ATen call the trace recorded and named in the docstring.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from stitch_lsp.compiler.attr_path import (
     is_identifier,
 )
 from stitch_lsp.compiler.codegen import Codegen, GroupKernel
-from stitch_lsp.compiler.ir import Graph, Unsupported, Use, numel
+from stitch_lsp.compiler.ir import Graph, Node, Unsupported, Use, numel
+from stitch_lsp.compiler.layout import strides_of
 from stitch_lsp.compiler.memplan import Buffer, Placement, plan
 from stitch_lsp.compiler.partition import Group
 
@@ -136,11 +138,25 @@ def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffe
             elif a.role == "out" and a.vid not in out_vids:
                 key = f"t{a.vid}"
                 shape = graph.shape_of(a.vid)
-                int64 = a.ctype.startswith("long long")
-                nbytes = numel(shape) * (8 if int64 else 4)
+                dtype, size = _torch_dtype(a.ctype)
+                nbytes = numel(shape) * size
                 buffers.append(Buffer(key, nbytes, i, max(i, last_use.get(a.vid, i))))
-                meta[key] = (tuple(shape), "torch.int64" if int64 else "torch.float32")
+                meta[key] = (tuple(shape), dtype)
     return buffers, meta
+
+
+_TORCH_DTYPES = {
+    "long long": ("torch.int64", 8),
+    "__nv_bfloat16": ("torch.bfloat16", 2),
+    "__half": ("torch.float16", 2),
+    "float": ("torch.float32", 4),
+}
+
+
+def _torch_dtype(ctype: str) -> tuple[str, int]:
+    """(torch dtype, bytes per element) of a kernel output pointer type."""
+    base = ctype.replace("__restrict__", "").replace("*", "").replace("const", "").strip()
+    return _TORCH_DTYPES[base]
 
 
 def leaf_paths(graph: Graph) -> list[str]:
@@ -347,6 +363,69 @@ def _conv_stage(graph: Graph, var: dict[int, str], i: int, g: Group) -> Stage:
     return st
 
 
+def _operand_ref(graph: Graph, var: dict[int, str], u: Use) -> str:
+    """A fallback's tensor operand as the traced call saw it: the stored value through the use's
+    view, and a predicate our kernels stored as 1.f / 0.f as the bool tensor it was traced as."""
+    name = var[u.vid]
+    if u.strided or u.trans:
+        name = (
+            f"{name}.as_strided({_py_shape(u.shape)}, {_py_shape(strides_of(u))}, "
+            f"{name}.storage_offset() + {u.offset})"
+        )
+    elif tuple(graph.shape_of(u.vid)) != tuple(u.shape):
+        name = f"{name}.view({_py_shape(u.shape)})"
+    node = graph.node(u.vid) if u.vid not in graph.leaves else None
+    if node is not None and node.kind != "aten" and node.dtype == "bool":
+        name = f"{name}.ne(0)"
+    return name
+
+
+def _aten_stage(graph: Graph, var: dict[int, str], arena: set[int], i: int, g: Group) -> Stage:
+    """Ops the builtin coder does not generate, run as the ATen calls the trace recorded. A
+    result that may alias an operand in the arena (a view of it) is copied out, since a later
+    stage reuses those bytes; other results are fresh PyTorch tensors."""
+    st = Stage(i, g)
+    st.lines.append(f"# stage {i}: PyTorch fallbacks (ops the builtin coder does not generate)")
+    for node in g.nodes:
+        expr = str(node.params["call"]).format(*(_operand_ref(graph, var, u) for u in node.uses))
+        if "[" not in node.fn:
+            st.lines.append(f"# {comment_text(_site(node))}: {comment_text(_why(node))}")
+        if node.params.get("effect"):  # a buffer's in-place update: model state
+            st.lines.append(expr)
+            continue
+        if node.dtype != "tuple":
+            copy = node.params.get("copy") and _reads_arena(graph, node, arena)
+            expr += ".clone(memory_format=torch.contiguous_format)" if copy else ".contiguous()"
+        st.lines.append(f"t{node.vid} = {expr}")
+        var[node.vid] = f"t{node.vid}"
+    return st
+
+
+def _reads_arena(graph: Graph, node: Node, arena: set[int]) -> bool:
+    """Whether the call reads a value in the arena, directly or through a tuple it indexes."""
+    for u in node.uses:
+        src = graph.node(u.vid) if u.vid not in graph.leaves else None
+        if u.vid in arena or (
+            src is not None and src.dtype == "tuple" and _reads_arena(graph, src, arena)
+        ):
+            return True
+    return False
+
+
+def _why(node: Node) -> str:
+    return str(node.params.get("why") or "not generated")
+
+
+def _site(node: Node) -> str:
+    """Where the op runs: the library line and the reference line that calls it."""
+    return str(node.params.get("site") or node.origin or node.fn)
+
+
+def fallback_ops(groups: list[Group]) -> list[Node]:
+    """The ops that run as PyTorch calls, in order (a tuple's items are its one call)."""
+    return [n for g in groups if g.kind == "aten" for n in g.nodes if "[" not in n.fn]
+
+
 def _kernel_stage(
     graph: Graph, var: dict[int, str], slot: dict[str, int], i: int, g: Group, k: GroupKernel
 ) -> Stage:
@@ -364,7 +443,7 @@ def _kernel_stage(
                 st.lines.append(f"{key} = buf[{slot[key]}]")
             else:  # a result of forward: fresh memory on every call
                 shape = graph.shape_of(a.vid)
-                dtype = "torch.int64" if a.ctype.startswith("long long") else "torch.float32"
+                dtype = _torch_dtype(a.ctype)[0]
                 st.lines.append(
                     f"{key} = torch.empty({_py_shape(shape)}, device=dev, dtype={dtype})"
                 )
@@ -390,13 +469,16 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
                 "  # as the reference makes it"
             )
     var = _leaf_vars(graph)
+    arena = {int(key[1:]) for key in slot if key.startswith("t")}
     kernels = {k.group.gid: k for k in cg.kernels}
-    stages = [
-        _conv_stage(graph, var, i, g)
-        if g.kind == "conv"
-        else _kernel_stage(graph, var, slot, i, g, kernels[g.gid])
-        for i, g in enumerate(groups)
-    ]
+    stages = []
+    for i, g in enumerate(groups):
+        if g.kind == "conv":
+            stages.append(_conv_stage(graph, var, i, g))
+        elif g.kind == "aten":
+            stages.append(_aten_stage(graph, var, arena, i, g))
+        else:
+            stages.append(_kernel_stage(graph, var, slot, i, g, kernels[g.gid]))
     for st in stages:
         body += st.lines
     outs = [_ref(graph, var, u) for u in graph.outputs]
@@ -433,6 +515,9 @@ def execution_note(program: Program) -> list[str]:
     if "conv" in kinds:
         lines.append("cuDNN convolutions run through PyTorch; under the graph their outputs come")
         lines.append("from the graph's private memory pool.")
+    if "aten" in kinds:
+        lines.append("PyTorch fallbacks run as the ATen calls the trace recorded, on the same")
+        lines.append("stream and under the same graph; their results are fresh PyTorch tensors.")
     return lines
 
 
@@ -471,6 +556,13 @@ def candidate_source(
         k = names.get(st.group.gid)
         if k is not None:
             stage_doc.append(f"  {st.index}. {k.name}: {k.comment}")
+        elif st.group.kind == "aten":
+            ops = [n for n in st.group.nodes if "[" not in n.fn]
+            stage_doc.append(f"  {st.index}. PyTorch fallback ({len(ops)} ATen call(s)):")
+            stage_doc += [
+                f"     torch.ops.aten.{n.fn}: {comment_text(_site(n))}; {comment_text(_why(n))}"
+                for n in ops
+            ]
         else:
             node = st.group.nodes[0]
             stage_doc.append(f"  {st.index}. torch.nn.functional.{node.fn} (cuDNN): {node.origin}")

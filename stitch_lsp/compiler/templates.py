@@ -201,6 +201,25 @@ __device__ __forceinline__ T column_allreduce(T v, T (*smem)[TX]) {
 }
 """
 
+REDUCED_PREAMBLE = r"""
+// ---- bf16 / fp16 storage: values convert to float at each load and back at each store ----
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+__device__ __forceinline__ float st_f(float x) { return x; }
+__device__ __forceinline__ float st_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float st_f(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T st_to(float x);
+template <> __device__ __forceinline__ float st_to<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 st_to<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);  // round to nearest even, as PyTorch's casts
+}
+template <> __device__ __forceinline__ __half st_to<__half>(float x) { return __float2half(x); }
+// An op's result as PyTorch stores it (rounded to T), kept in a float register.
+template <typename T> __device__ __forceinline__ float st_round(float x) {
+  return st_f(st_to<T>(x));
+}
+"""
+
 CUBLAS_PREAMBLE = r"""
 #include <cublas_v2.h>
 

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from stitch_lsp.models.base import Record
 
-GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan"]
+GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "aten"]
 
 
 class CompiledGroup(Record):
@@ -28,6 +28,9 @@ class CompiledGroup(Record):
     library: str | None = Field(None, description="cuBLAS / cuDNN (through PyTorch) for heavy ops.")
     layout: str | None = Field(None, description="Reduction layout, e.g. 'row 1024x8192'.")
     lines: list[int] = Field(default_factory=list, description="Reference source lines covered.")
+    rewrites: list[str] = Field(
+        default_factory=list, description="Algebra rewrites whose ops run here (compiler.rewrites)."
+    )
 
 
 class GenerateRequest(Record):
@@ -47,6 +50,10 @@ class BuiltinCandidate(Record):
     source: str | None = Field(None, description="Whole candidate .py text (defines ModelNew).")
     reason: str = Field("", description="Why the module is not handled (empty when handled).")
     groups: list[CompiledGroup] = Field(default_factory=list)
+    rewrites: list[str] = Field(
+        default_factory=list,
+        description="Algebra rewrites applied before partitioning, 'name: where' each.",
+    )
     graph_summary: str = Field("", description="The captured graph, one op per line.")
     cuda_source: str | None = Field(None, description="The CUDA held by the candidate.")
     seconds: float = 0.0

@@ -23,9 +23,11 @@ def _model_value(model: torch.nn.Module, path: str) -> torch.Tensor:
     return getattr(model.get_submodule(owner), name)
 
 
-def read(env: dict[int, torch.Tensor], u: Use) -> torch.Tensor:
+def read(env: dict[int, Any], u: Use) -> Any:
     """A use of a stored value: its storage (contiguous) read with the use's view."""
     t = env[u.vid]
+    if not isinstance(t, torch.Tensor):  # a PyTorch fallback's tuple of results
+        return t
     if not u.strided and not u.trans:
         return t.reshape(u.shape)
     flat = t.contiguous().reshape(-1)
@@ -77,7 +79,15 @@ def gather(n: Node, args: list[torch.Tensor]) -> torch.Tensor:
 def run_graph(
     graph: Graph, model: torch.nn.Module, inputs: list[torch.Tensor]
 ) -> list[torch.Tensor]:
-    env: dict[int, torch.Tensor] = {}
+    env = run_graph_env(graph, model, inputs)
+    return [env[u.vid].reshape(u.shape) for u in graph.outputs]
+
+
+def run_graph_env(
+    graph: Graph, model: torch.nn.Module, inputs: list[torch.Tensor]
+) -> dict[int, Any]:
+    """Every value of the graph by id, each stored contiguously (a fallback's tuple as it is)."""
+    env: dict[int, Any] = {}
     by_name = dict(zip(graph.input_names, inputs, strict=False))
     for leaf in graph.leaves.values():
         env[leaf.vid] = (
@@ -91,9 +101,13 @@ def run_graph(
 
     for n in graph.nodes:
         args = [val(a) for a in n.args]
+        if n.kind not in ("aten", "bn_update"):  # kernels compute in float registers
+            args = [_as_float(a) for a in args]
         p = n.params
         if n.kind == "ew":
             out = ew(n, args)
+            if n.dtype == "int64":  # an index computed elementwise (argmax over size-1 dims)
+                out = out.long()
         elif n.kind == "gather":
             out = gather(n, args)
         elif n.kind == "scan":
@@ -151,6 +165,17 @@ def run_graph(
                 out = getattr(F, n.fn)(
                     args[0], w, None, p["stride"], p["padding"], p["dilation"], p["groups"]
                 )
+        elif n.kind == "aten":  # the traced ATen call, as the program runs it
+            slots = [f"_a{i}" for i in range(len(args))]
+            scope = {
+                "torch": torch,
+                "dev": torch.device("cpu"),
+                **dict(zip(slots, args, strict=True)),
+            }
+            out = eval(str(p["call"]).format(*slots), scope)
+            if n.dtype in ("tuple", "effect"):
+                env[n.vid] = out
+                continue
         elif n.kind == "bn_update":
             mean, var, rm, rv, nbt = args
             count = int(p["count"])  # type: ignore[call-overload]
@@ -162,5 +187,18 @@ def run_graph(
             continue
         else:
             raise AssertionError(n.kind)
-        env[n.vid] = out.reshape(n.shape).contiguous()
-    return [env[u.vid].reshape(u.shape) for u in graph.outputs]
+        out = out.reshape(n.shape).contiguous()
+        if n.kind != "aten" and n.dtype in _HALF:  # rounded as PyTorch rounds the op's result
+            out = out.to(_HALF[n.dtype])
+        env[n.vid] = out
+    return env
+
+
+_HALF = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _as_float(a: Any) -> Any:
+    """A bf16/fp16 operand as the float a kernel's load makes of it."""
+    if isinstance(a, torch.Tensor) and a.dtype in (torch.bfloat16, torch.float16):
+        return a.float()
+    return a

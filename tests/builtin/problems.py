@@ -214,9 +214,9 @@ PROBLEMS["split_tile_argmax_dim0"] = problem(
 )
 
 UNSUPPORTED: dict[str, tuple[str, str]] = {
-    "argmax_math": (
-        problem("", "return torch.argmax(x, dim=1) * 2", "torch.randn(4, 9)"),
-        "argmax",
+    "bernoulli": (
+        problem("", "return x * torch.bernoulli(torch.sigmoid(x))", "torch.randn(4, 9)"),
+        "random numbers",
     ),
     "cumprod": (problem("", "return torch.cumprod(x, dim=1)", "torch.randn(4, 9)"), "cumprod"),
     "dropout_train": (

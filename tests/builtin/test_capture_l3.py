@@ -88,22 +88,3 @@ def test_aten_path_names_lines(tmp_path: Path) -> None:
     line = EINOPS["einops_rearrange"].splitlines().index("        y = torch.cumsum(y, dim=-1)")
     scans = [g for g in cand.groups if g.kind == "scan"]
     assert scans and scans[0].lines == [line + 1], scans
-
-
-def test_average_pool_moves_before_a_pointwise_convolution(tmp_path: Path) -> None:
-    """As torch.compile does for DenseNet's transition: the 1x1 convolution runs on the pooled
-    pixels. A 3x3 convolution, or a pool with padding, keeps its order."""
-    from stitch_lsp.compiler.worker.capture import capture
-
-    def order(name: str, source: str) -> list[str]:
-        g = capture(write_problem(tmp_path, name, source))
-        return [n.kind for n in g.nodes if n.kind in ("conv", "pool")]
-
-    assert order("p1", L3["pool_before_pointwise_conv"]) == ["pool", "conv"]
-    # Its output is read twice: the full-size convolution stays, and the pooled branch gets its
-    # own small one (both correct; test_op_family_is_captured_faithfully checks the values).
-    assert order("p2", L3["pool_after_conv_used_twice"]) == ["conv", "pool", "conv"]
-    three = L3["pool_before_pointwise_conv"].replace("nn.Conv2d(6, 5, 1,", "nn.Conv2d(6, 5, 3,")
-    assert order("p3", three) == ["conv", "pool"]
-    padded = L3["pool_before_pointwise_conv"].replace("nn.AvgPool2d(2, 2)", "nn.AvgPool2d(3, 2, 1)")
-    assert order("p4", padded) == ["conv", "pool"]

@@ -1,4 +1,5 @@
-"""A refusal names the library line that runs the unsupported op, besides the reference line.
+"""A refusal, or a PyTorch fallback, names the library line that runs the op, besides the
+reference line.
 
 A model from a library is called by one line of the reference (`return self.model(x)`), so that
 line alone does not say what to change. The "library" here is a module written beside the
@@ -29,6 +30,11 @@ import torch
 def scan(x):
     y = x * 2
     return torch.cumprod(y, dim=1)
+
+
+def noisy(x):
+    y = x * 2
+    return torch.bernoulli(torch.sigmoid(y))
 
 
 def rolled(x):
@@ -86,18 +92,25 @@ def refusal(folder: Path, body: str) -> str:
     return cand.reason
 
 
+def fallbacks(folder: Path, body: str) -> list[str]:
+    """The docstring's lines on the PyTorch fallbacks of a handled reference."""
+    path = folder / "ref.py"
+    path.write_text(reference(body))
+    cand = generate(path, path.name)
+    assert cand.handled, cand.reason
+    return [ln.strip() for ln in cand.source.splitlines() if ln.strip().startswith("torch.ops.")]
+
+
 def test_an_op_in_a_library_names_the_library_line_and_the_reference_line(folder: Path) -> None:
     reason = refusal(
         folder,
         """
         def forward(self, x):
             x = x + 1
-            return scan_lib.scan(x)
+            return x * scan_lib.noisy(x)
         """,
     )
-    assert reason == (
-        "cumprod (at scan_lib.py:6, called from line 10) is not supported by the builtin coder"
-    )
+    assert reason.startswith("bernoulli (at scan_lib.py:11, called from line 10): random"), reason
 
 
 def test_an_op_in_the_reference_itself_is_refused_as_before(folder: Path) -> None:
@@ -106,21 +119,40 @@ def test_an_op_in_the_reference_itself_is_refused_as_before(folder: Path) -> Non
         """
         def forward(self, x):
             x = scan_lib.double(x)
-            return torch.cumprod(x, dim=1)
+            return x * torch.bernoulli(torch.sigmoid(x))
         """,
     )
-    assert reason == "cumprod (line 10) is not supported by the builtin coder"
+    assert reason.startswith("bernoulli (line 10): random numbers"), reason
 
 
-def test_a_refusal_the_builder_raises_names_the_library_line(folder: Path) -> None:
-    reason = refusal(
+def test_a_fallback_in_a_library_names_the_library_line(folder: Path) -> None:
+    lines = fallbacks(
+        folder,
+        """
+        def forward(self, x):
+            x = x + 1
+            return scan_lib.scan(x) * 3
+        """,
+    )
+    assert lines == [
+        "torch.ops.aten.cumprod.default: torch.cumprod (at scan_lib.py:6, called from line "
+        "10); no lowering in the op catalogue"
+    ]
+
+
+def test_a_fallback_the_builder_refused_names_the_library_line_and_why(folder: Path) -> None:
+    lines = fallbacks(
         folder,
         """
         def forward(self, x):
             return scan_lib.rolled(x) + 1
         """,
     )
-    assert reason.startswith("roll (at scan_lib.py:10, called from line 9): roll without dims")
+    (line,) = lines
+    assert line.startswith(
+        "torch.ops.aten.roll.default: torch.roll (at scan_lib.py:15, called from line 9); "
+    ), line
+    assert "roll without dims" in line, line
 
 
 def test_a_trace_failure_in_a_library_names_the_library_line(folder: Path) -> None:
@@ -133,7 +165,7 @@ def test_a_trace_failure_in_a_library_names_the_library_line(folder: Path) -> No
         """,
     )
     assert reason.startswith("ATen-level capture failed: ")
-    assert reason.endswith(" (at scan_lib.py:14, called from line 10)"), reason
+    assert reason.endswith(" (at scan_lib.py:19, called from line 10)"), reason
 
 
 def test_a_constructor_failing_in_a_library_names_the_library_line(folder: Path) -> None:
@@ -150,7 +182,7 @@ def test_a_constructor_failing_in_a_library_names_the_library_line(folder: Path)
     )
     assert reason.startswith(
         "building the model failed: ValueError: no such width "
-        "(at scan_lib.py:22, called from line 10)"
+        "(at scan_lib.py:27, called from line 10)"
     ), reason
 
 
@@ -179,16 +211,19 @@ GPT2 = Path(__file__).resolve().parents[2] / "benchmarks" / "real_models" / "hf_
 @pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
 )
-def test_a_transformers_model_is_refused_naming_its_transformers_line(
+def test_a_transformers_models_fallbacks_name_their_transformers_lines(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The suite's GPT-2 (a KernelBench file around GPT2LMHeadModel), at its tiny config.
+    # The suite's GPT-2 (a KernelBench file around GPT2LMHeadModel), at its tiny config: its
+    # position ids and masks are integer work that stays in PyTorch, each named where it runs.
     monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
     monkeypatch.setenv("STITCH_MODEL_DTYPE", "float32")
     lines = GPT2.read_text().splitlines()
     call = next(i for i, ln in enumerate(lines, 1) if "return self.net(" in ln)
     cand = generate(GPT2, GPT2.name)
-    assert not cand.handled and cand.reason is not None
-    # whichever op it refuses, the refusal says where in transformers and where in the reference
-    assert "(at transformers/models/gpt2/modeling_gpt2.py:" in cand.reason, cand.reason
-    assert f", called from line {call})" in cand.reason, cand.reason
+    assert cand.handled, cand.reason
+    named = [ln for ln in cand.source.splitlines() if ln.strip().startswith("torch.ops.aten.")]
+    assert named
+    for ln in named:
+        assert "(at transformers/" in ln and f", called from line {call})" in ln, ln
+    assert any("torch.arange (at transformers/models/gpt2/modeling_gpt2.py:" in ln for ln in named)

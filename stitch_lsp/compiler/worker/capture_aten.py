@@ -11,20 +11,22 @@ Stack traces keep the reference's line numbers for refusals.
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal
 
 import torch
 import torch.fx
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.func import functional_call
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import PythonKeyTracer, make_fx
 
 from stitch_lsp.compiler.attr_path import display_path
 from stitch_lsp.compiler.builder import MinMax, select_op
 from stitch_lsp.compiler.catalog import EwOp
-from stitch_lsp.compiler.ir import Graph, Shape, Unsupported, Use
+from stitch_lsp.compiler.ir import Const, Graph, Leaf, Shape, Unsupported, Use
 from stitch_lsp.compiler.worker.capture_leaves import (
     LEAF_OP,
     LeafCall,
@@ -39,6 +41,17 @@ from stitch_lsp.compiler.worker.converter import (
     shape_or_none,
     traceback_frames,
     where_suffix,
+)
+from stitch_lsp.compiler.worker.fallback import (
+    DTYPES,
+    IN_PLACE,
+    KERNEL_READABLE,
+    NotPlain,
+    out_of_place,
+    refusal,
+    result_dtypes,
+    returns_alias,
+    spelled_call,
 )
 from stitch_lsp.compiler.worker.lowering import for_aten
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
@@ -63,10 +76,28 @@ def trace(
     with mode:
         flat = [mode.from_tensor(t) for t in state.values()]
         fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
-    with leaves_as_ops(model) as records:
-        gm = make_fx(forward, tracing_mode="real", record_stack_traces=True)(flat, *fake_inputs)
+    with leaves_as_ops(model) as records, _whole_stacks():
+        gm = make_fx(forward, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
     return gm, names, set(plain), kept
+
+
+@contextlib.contextmanager
+def _whole_stacks() -> Iterator[None]:
+    """make_fx keeps only the `forward` frames of a node's stack; a library helper's own frame
+    (transformers' mask functions, a model's `scan` helper) is where a fallback or refusal is,
+    so every frame from the first `forward` on is kept while tracing."""
+    original = PythonKeyTracer._filter_traceback_frames
+
+    def every_frame(self: Any, summary: Any) -> Any:
+        self._record_forward_stack_traces_only = False
+        return original(self, summary)
+
+    PythonKeyTracer._filter_traceback_frames = every_frame  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        PythonKeyTracer._filter_traceback_frames = original  # type: ignore[method-assign]
 
 
 def _name(target: Any) -> str:
@@ -94,6 +125,7 @@ class AtenConverter(Converter):
         self.inputs = inputs
         self.input_names = input_names
         self.attr_values: dict[str, Any] = {}
+        self._before = 0
         _, _, _, self.overloads = tables()
 
     def what(self, node: torch.fx.Node) -> str:
@@ -125,6 +157,23 @@ class AtenConverter(Converter):
 
     # -- dispatch --------------------------------------------------------------------------------
     def convert(self, n: torch.fx.Node) -> Any:
+        """The node lowered onto the builder, or, where that fails, run as its ATen call."""
+        if not _may_fall_back(n):
+            return self.lower(n)
+        unreadable = self._unreadable_operand(n)
+        if unreadable is not None:
+            return self.fallback(n, Unsupported(f"{self.desc(n)}: {unreadable}"))
+        self._before = self.g._next  # ids above this are the lowering's own nodes
+        try:
+            out = self.lower(n)
+        except Unsupported as exc:
+            return self.fallback(n, exc)
+        mismatch = self._dtype_mismatch(n, out)
+        if mismatch is not None:
+            return self.fallback(n, Unsupported(f"{self.desc(n)}: {mismatch}"))
+        return out
+
+    def lower(self, n: torch.fx.Node) -> Any:
         if n.op == "placeholder":
             return self.placeholder(n)
         if n.op == "get_attr":
@@ -148,6 +197,135 @@ class AtenConverter(Converter):
             raise Unsupported(f"{self.desc(n)} is not supported by the builtin coder")
         return lowering(self, n)
 
+    # -- fallbacks -------------------------------------------------------------------------------
+    def fallback(self, n: torch.fx.Node, exc: Unsupported) -> Any:
+        """`n` as an `aten` node that runs its traced call, or `exc` where it may not. An
+        in-place op runs as its out-of-place twin on a value of the program's own, or as
+        itself on a buffer (a static KV cache's update: model state, kept like running stats)."""
+        why = refusal(n)
+        target = n.target
+        if why == IN_PLACE:
+            if self._buffer_written(n) is not None:
+                return self._buffer_update(n, exc)
+            twin = out_of_place(n.target)
+            try:
+                self.check_inplace(n)
+            except Unsupported as view_exc:
+                why = str(view_exc)
+            else:
+                if twin is not None:
+                    why, target = None, twin
+        results = result_dtypes(n)
+        if why is None and results is None:
+            why = "its result is not a plain tensor"
+        call = None
+        if why is None:
+            try:
+                call = spelled_call(n, self._fallback_value, target)
+            except (NotPlain, Unsupported) as bad:
+                why = f"an argument ({bad}) has no source spelling"
+        if why is not None or call is None or results is None:
+            raise Unsupported(f"{exc} (and it cannot run as a PyTorch fallback: {why})") from exc
+        fn = f"{_name(target)}.{getattr(target, '_overloadname', 'default')}"
+        # Why it falls back and where the library runs it: the plan, header and hover say so.
+        said = {"why": _reason(str(exc), self.desc(n), self.label(n)), "site": self.desc(n)}
+        copy = returns_alias(target)
+        operands: list[Use | Const] = list(call.operands)
+        if not isinstance(n.meta.get("val"), (list, tuple)):
+            shape, dtype = results[0]
+            return self.b.add(
+                "aten", fn, operands, shape, call=call.template, dtype=dtype, copy=copy, **said
+            )
+        whole = self.b.add("aten", fn, operands, (), call=call.template, dtype="tuple", **said)
+        return [
+            self.b.add(
+                "aten",
+                f"{fn}[{k}]",
+                [whole],
+                shape,
+                call=f"{{0}}[{k}]",
+                dtype=dtype,
+                copy=copy,
+                **said,
+            )
+            for k, (shape, dtype) in enumerate(results)
+        ]
+
+    def _buffer_written(self, n: torch.fx.Node) -> Leaf | None:
+        """The buffer an in-place op writes whole (`self.k_cache.index_copy_(2, pos, k)`)."""
+        first = n.args[0] if n.args else None
+        v = self.env.get(first) if isinstance(first, torch.fx.Node) else None
+        if not isinstance(v, Use) or v.strided or v.trans:
+            return None
+        leaf = self.g.leaves.get(v.vid)
+        if leaf is None or leaf.kind != "buffer" or tuple(v.shape) != tuple(leaf.shape):
+            return None
+        return leaf
+
+    def _buffer_update(self, n: torch.fx.Node, exc: Unsupported) -> Use:
+        """Run the in-place op on the buffer itself, once, where the reference does. Every read
+        of the buffer must come after it: a kernel fused earlier could not see the write."""
+        leaf = self._buffer_written(n)
+        assert leaf is not None
+        if any(u.vid == leaf.vid for node in self.g.nodes for u in node.uses):
+            why = f"{leaf.expr} is read before it is written"
+            raise Unsupported(f"{exc} (and it cannot run as a PyTorch fallback: {why})") from exc
+        try:
+            call = spelled_call(n, self._fallback_value)
+        except (NotPlain, Unsupported) as bad:
+            raise Unsupported(f"{exc} (and an argument ({bad}) has no source spelling)") from exc
+        fn = f"{_name(n.target)}.{getattr(n.target, '_overloadname', 'default')}"
+        self.b.add(
+            "aten",
+            fn,
+            list(call.operands),
+            (),
+            call=call.template,
+            dtype="effect",
+            why=f"updates {leaf.expr} in place, as the reference does",
+            effect=True,
+        )
+        return Use(leaf.vid, leaf.shape)
+
+    def _fallback_value(self, a: torch.fx.Node) -> Any:
+        v = self.val(a)
+        if isinstance(v, MinMax):
+            raise NotPlain("a max/min pair")
+        return v
+
+    def _unreadable_operand(self, n: torch.fx.Node) -> str | None:
+        """A value a generated kernel cannot read (an int32 or float64 fallback result): every
+        op on it runs in PyTorch too."""
+        for a in n.all_input_nodes:
+            v = self.env.get(a)
+            for u in v if isinstance(v, (list, tuple)) else [v]:
+                if not isinstance(u, Use):
+                    continue
+                node = self.g.node(u.vid) if u.vid not in self.g.leaves else None
+                if node is not None and node.kind == "aten" and node.dtype not in KERNEL_READABLE:
+                    return f"its operand is a {node.dtype} tensor made in PyTorch"
+        return None
+
+    def _dtype_mismatch(self, n: torch.fx.Node, out: Any) -> str | None:
+        """The lowering computes float32 (bool predicates, int64 indices); a traced result of
+        another dtype (float64 math, int32 counts) would be computed wrongly: it falls back."""
+        val = n.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        for t, u in zip(vals, outs, strict=False):
+            if not isinstance(t, torch.Tensor) or not isinstance(u, Use):
+                continue
+            want = DTYPES.get(t.dtype, str(t.dtype))
+            have = self.b.dtype_of(u.vid)
+            if want == have or (want, have) in (("float32", "bool"), ("bool", "float32")):
+                continue
+            made = self.g.node(u.vid) if u.vid > self._before else None
+            if want in HALF_DTYPES and have == "float32" and made is not None:
+                made.params["dtype"] = want  # computed in float registers, stored as bf16/fp16
+                continue
+            return f"its {want} result would be computed as {have}"
+        return None
+
     def placeholder(self, n: torch.fx.Node) -> Any:
         i = self.placeholders
         self.placeholders += 1
@@ -155,14 +333,21 @@ class AtenConverter(Converter):
         if i < len(self.state_names):
             name = self.state_names[i]
             t = self._state_tensor(name)
-            kind = "param" if isinstance(t, nn.Parameter) else "buffer"
-            return self.b.leaf(kind, name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+            kind: Literal["param", "buffer"] = "param" if isinstance(t, nn.Parameter) else "buffer"
+            dtype = str(t.dtype).removeprefix("torch.")
+            if dtype in HALF_DTYPES:  # a bf16/fp16 model: kernels load and store its type
+                leaf = self.g.add_leaf(kind, display_path(name), tuple(t.shape), dtype, name)
+                return Use(leaf.vid, leaf.shape)
+            return self.b.leaf(kind, name, tuple(t.shape), dtype)
         k = i - len(self.state_names)
         name = self.input_names[k] if k < len(self.input_names) else f"input{k}"
         if not isinstance(value, torch.Tensor):
             return value
-        if value.dtype not in (torch.float32, torch.int64):
-            raise Unsupported(f"input `{name}` is {value.dtype}; the builtin coder handles float32")
+        if value.dtype not in (torch.float32, torch.int64, torch.bfloat16, torch.float16):
+            raise Unsupported(
+                f"input `{name}` is {value.dtype}; the builtin coder handles float32, bfloat16, "
+                "float16 and int64 inputs"
+            )
         self.g.input_names.append(name)
         dtype = str(value.dtype).removeprefix("torch.")
         leaf = self.g.add_leaf("input", name, tuple(value.shape), dtype)
@@ -248,6 +433,8 @@ class AtenConverter(Converter):
         return self.b.leaf("buffer", name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
 
+HALF_DTYPES = ("bfloat16", "float16")
+
 # Past this many ATen ops the forward is an unrolled loop, not a program worth one kernel each.
 MAX_ATEN_NODES = 20000
 
@@ -274,6 +461,26 @@ def capture_aten(
     if count > MAX_ATEN_NODES:
         raise Unsupported(f"forward unrolls into {count} ATen ops (more than {MAX_ATEN_NODES})")
     return AtenConverter(gm, names, plain, records, model, inputs, input_names, path).run()
+
+
+def _may_fall_back(n: torch.fx.Node) -> bool:
+    """An ATen call of the model's own forward (not a leaf module, not a tuple's item)."""
+    return (
+        n.op == "call_function"
+        and n.target is not operator.getitem
+        and n.target is not LEAF_OP
+        and hasattr(n.target, "_schema")
+    )
+
+
+def _reason(text: str, *names: str) -> str:
+    """A refusal without the op's own description in front: why the op falls back."""
+    for name in names:
+        if text == f"{name} is not supported by the builtin coder":
+            return "no lowering in the op catalogue"
+        if text.startswith(name + ": "):
+            return text[len(name) + 2 :]
+    return text
 
 
 def _first_line(exc: Exception) -> str:

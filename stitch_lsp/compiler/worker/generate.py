@@ -10,11 +10,17 @@ from stitch_lsp.compiler.codegen import Codegen
 from stitch_lsp.compiler.ir import Unsupported
 from stitch_lsp.compiler.partition import Group, fold_gemm_epilogues, partition
 from stitch_lsp.compiler.program import candidate_source
+from stitch_lsp.compiler.rewrites import Applied, apply_rewrites
 from stitch_lsp.models.codegen import BuiltinCandidate, CompiledGroup
 
 
-def _compiled_group(stage: int, g: Group, launcher: str | None) -> CompiledGroup:
+def _compiled_group(
+    stage: int, g: Group, launcher: str | None, applied: list[Applied]
+) -> CompiledGroup:
+    if g.kind == "aten":
+        return _fallback_group(stage, g)
     ops = [n.origin or n.fn for n in g.nodes + g.sinks]
+    vids = {n.vid for n in g.nodes}
     lines = sorted({n.line for n in g.nodes + g.sinks if n.line is not None})
     library = {
         "gemm": "cuBLAS (FP32 compute)",
@@ -35,6 +41,51 @@ def _compiled_group(stage: int, g: Group, launcher: str | None) -> CompiledGroup
         library=library,
         layout=g.layout.describe() if g.layout else None,
         lines=lines,
+        rewrites=list(dict.fromkeys(a.name for a in applied if a.vids & vids)),
+    )
+
+
+def _fallback_group(stage: int, g: Group) -> CompiledGroup:
+    """A stage of PyTorch fallbacks: each op with the ATen call it runs and why."""
+    calls = [n for n in g.nodes if "[" not in n.fn]
+    return CompiledGroup(
+        name="PyTorch fallback: " + ", ".join(dict.fromkeys(f"aten.{n.fn}" for n in calls)),
+        stage=stage,
+        kind="aten",
+        ops=list(dict.fromkeys(f"{n.origin or n.fn} [aten.{n.fn}]" for n in calls)),
+        library="PyTorch (ATen fallback: not generated)",
+        lines=sorted({n.line for n in calls if n.line is not None}),
+    )
+
+
+def with_rewrites(source: str, applied: list[Applied]) -> str:
+    """The candidate's docstring names the algebra it relies on, after its first line."""
+    if not applied:
+        return source
+    first = source.index('"""')
+    cut = source.index("\n\n", first) + 2
+    note = ["Algebra rewrites applied before partitioning (stitch_lsp.compiler.rewrites):"]
+    note += [f"  - {a.describe()}" for a in applied]
+    return source[:cut] + "\n".join(note) + "\n\n" + source[cut:]
+
+
+def _nothing_generated(groups: list[Group]) -> str:
+    """Why a program of PyTorch calls only is refused, naming what would stay in PyTorch."""
+    if all(g.kind == "conv" for g in groups):
+        return (
+            "nothing to generate: the module is a convolution alone, which stays on cuDNN "
+            "(a candidate that only calls PyTorch would not be a CUDA implementation)"
+        )
+    stays = [
+        f"{n.origin or n.fn} ({n.params.get('why') or 'no lowering'})"
+        for g in groups
+        if g.kind == "aten"
+        for n in g.nodes
+        if "[" not in n.fn
+    ]
+    return (
+        "nothing to generate: every op would stay in PyTorch, and a candidate that only calls "
+        "PyTorch is not a CUDA implementation; PyTorch fallbacks: " + "; ".join(stays[:6])
     )
 
 
@@ -51,16 +102,15 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
     summary = ""
     try:
         graph = capture(reference)
+        applied = apply_rewrites(graph)
         summary = graph.summary()
         groups = fold_gemm_epilogues(graph, partition(graph))
-        if all(g.kind == "conv" for g in groups):
-            raise Unsupported(
-                "nothing to generate: the module is a convolution alone, which stays on cuDNN "
-                "(a candidate that only calls PyTorch would not be a CUDA implementation)"
-            )
+        if all(g.kind in ("conv", "aten") for g in groups):
+            raise Unsupported(_nothing_generated(groups))
         cg = Codegen(graph, groups)
         cuda = cg.cuda_source()
         source = candidate_source(graph, groups, cg, cuda, reference.read_text(), header)
+        source = with_rewrites(source, applied)
     except (Unsupported, HeaderError) as exc:
         return BuiltinCandidate(
             handled=False,
@@ -72,7 +122,8 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
     return BuiltinCandidate(
         handled=True,
         source=source,
-        groups=[_compiled_group(i, g, names.get(g.gid)) for i, g in enumerate(groups)],
+        groups=[_compiled_group(i, g, names.get(g.gid), applied) for i, g in enumerate(groups)],
+        rewrites=[a.describe() for a in applied],
         graph_summary=summary,
         cuda_source=cuda,
         seconds=time.perf_counter() - start,

@@ -19,17 +19,26 @@ def contiguous(cx: Converter, n: torch.fx.Node) -> Any:
     return cx.b.contiguous(cx.tensor(n))
 
 
+_FLOATS = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
 @register_lowering("to", path="aten")
 def to_aten(cx: Converter, n: torch.fx.Node) -> Any:
     b, u = cx.b, cx.tensor(n)
     dtype = n.kwargs.get("dtype")
-    if dtype in (None, torch.float32) and b.dtype_of(u.vid) == "bool":
+    have = b.dtype_of(u.vid)
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise Unsupported(f"{cx.desc(n)}: a conversion to {dtype!r}")
+    if dtype in (None, torch.float32) and have == "bool":
         return b.ew("identity", [b.plain(u, broadcast=False)], shape=u.shape, dtype="float32")
-    if dtype not in (None, torch.float32):
-        if dtype == torch.bool and b.dtype_of(u.vid) == "bool":
-            return u
-        raise Unsupported(f"{cx.desc(n)}: a conversion to {dtype} is not supported")
-    return u
+    if dtype is None or _FLOATS.get(dtype) == have:
+        return u
+    if dtype in _FLOATS and have in _FLOATS.values():
+        # Between float types: one copy, stored in the target type (registers stay float).
+        return b.ew("identity", [b.plain(u, broadcast=False)], shape=u.shape, dtype=_FLOATS[dtype])
+    if dtype == torch.bool and have == "bool":
+        return u
+    raise Unsupported(f"{cx.desc(n)}: a conversion to {dtype} is not supported")
 
 
 @register_lowering("to", path="fx")
@@ -113,10 +122,10 @@ def copy(cx: Converter, n: torch.fx.Node) -> Any:
 def _filled(cx: Converter, n: torch.fx.Node, value: float, shape: Any) -> Use:
     dtype = n.kwargs.get("dtype")
     out = cx.b.fill(value, shape)
-    if dtype == torch.bool:
+    if dtype == torch.bool or dtype in (torch.bfloat16, torch.float16):
         node = cx.g.node(out.vid)
         assert node is not None
-        node.params["dtype"] = "bool"
+        node.params["dtype"] = str(dtype).removeprefix("torch.")  # a float constant in registers
     elif dtype not in (None, torch.float32):
         raise Unsupported(f"{cx.desc(n)}: a {dtype} tensor is not supported")
     return out

@@ -93,7 +93,15 @@ def attention(cx: Converter, n: torch.fx.Node) -> Any:
 
 @register_lowering("embedding", path="aten")
 def embedding_aten(cx: Converter, n: torch.fx.Node) -> Any:
-    raise Unsupported(f"{cx.desc(n)}: embedding with integer indices is not supported yet")
+    """`aten.embedding(weight, indices)`: indices given to forward, or made in PyTorch (position
+    ids from an arange): either way a stored int64 tensor that the gather kernel reads."""
+    weight, ids = cx.tensor(n, 0, "weight"), cx.tensor(n, 1, "indices")
+    if ids.vid in cx.g.leaves:
+        return cx.b.embedding(weight, ids)
+    made = cx.g.node(ids.vid)
+    if made is None or made.kind != "aten" or made.dtype != "int64" or len(weight.shape) != 2:
+        raise Unsupported(f"{cx.desc(n)}: embedding indices computed by generated kernels")
+    return cx.b.add("gather", "embedding", [weight, ids], (*ids.shape, weight.shape[1]))
 
 
 @register_lowering("embedding", path="fx")

@@ -1,0 +1,545 @@
+"""Algebraic rewrites of the IR graph that remove work, one catalogue entry per identity.
+
+They run after capture and before partitioning (`apply_rewrites`), to a fixed point, and each
+application is recorded so that the candidate says which identities it relies on. Every entry is
+exact in real arithmetic; in float32 an entry may reassociate (a product of two constants, a sum
+of weight rows taken before the dot product), and its test bounds that error against float64.
+
+What the catalogue does not do, and why:
+- fold a scale or bias tensor into a GEMM's or a convolution's weights: weights are runtime
+  parameters, so a fold would be a pass over the weight on every call, while the scale it saves
+  is a multiply inside an epilogue kernel that reads the GEMM's output anyway;
+- touch a batch norm: KernelBench modules run in training mode, where the statistics come from
+  the batch and the running buffers are updated, so there is nothing constant to fold.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from stitch_lsp.compiler.ir import Const, Graph, Node, NodeKind, Operand, Shape, Use, numel
+
+# -- graph surgery ----------------------------------------------------------------------------
+
+
+def _users(graph: Graph) -> dict[int, list[Node]]:
+    out: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        for vid in dict.fromkeys(u.vid for u in n.uses):
+            out.setdefault(vid, []).append(n)
+    return out
+
+
+def _only_user(graph: Graph, vid: int, users: dict[int, list[Node]]) -> Node | None:
+    """The one node that reads `vid`, when nothing else (another node, the caller) does."""
+    if any(u.vid == vid for u in graph.outputs):
+        return None
+    readers = users.get(vid, [])
+    return readers[0] if len(readers) == 1 else None
+
+
+def _plain(u: Operand) -> bool:
+    """A use read by the consumer's own flat index (no transpose, strides or offset)."""
+    return isinstance(u, Use) and not u.trans and not u.strided
+
+
+def _new_node(
+    graph: Graph,
+    like: Node,
+    kind: NodeKind,
+    fn: str,
+    args: list[Operand],
+    shape: Shape,
+    **params: object,
+) -> Node:
+    """A node with a fresh id that reports `like`'s reference line; not yet placed."""
+    return Node(
+        graph.new_id(),
+        kind,
+        fn,
+        list(args),
+        tuple(shape),
+        dict(params),
+        like.origin,
+        like.line,
+    )
+
+
+def _insert_before(graph: Graph, anchor: Node, nodes: list[Node]) -> None:
+    at = graph.nodes.index(anchor)
+    graph.nodes[at:at] = nodes
+
+
+def _redirect(graph: Graph, old: int, new: int, skip: Node | None = None) -> None:
+    """Every read of `old` reads `new` instead (both stored contiguously, same element count)."""
+
+    def moved(a: Operand) -> Operand:
+        if isinstance(a, Use) and a.vid == old:
+            return Use(new, a.shape, a.trans, a.strides, a.offset)
+        return a
+
+    for n in graph.nodes:
+        if n is not skip:
+            n.args = [moved(a) for a in n.args]
+    graph.outputs = [moved(u) for u in graph.outputs]  # type: ignore[misc]
+
+
+def _const_arg(n: Node) -> tuple[Use, float, int] | None:
+    """(the tensor operand, the constant, the constant's position) of a tensor-number op."""
+    if len(n.args) != 2:
+        return None
+    a, b = n.args
+    if isinstance(a, Use) and isinstance(b, Const):
+        return a, b.value, 1
+    if isinstance(a, Const) and isinstance(b, Use):
+        return b, a.value, 0
+    return None
+
+
+def _axes(n: Node) -> tuple[int, ...]:
+    """A reduction's or pool's integer tuple parameter `axes`."""
+    return _ints(n, "axes")
+
+
+def _ints(n: Node, key: str) -> tuple[int, ...]:
+    value = n.params.get(key, ())
+    return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else ()
+
+
+def _float_ew(n: Node | None) -> bool:
+    return n is not None and n.kind == "ew" and n.dtype == "float32"
+
+
+# -- the catalogue ----------------------------------------------------------------------------
+
+
+@dataclass
+class Applied:
+    """One application: the entry's name, where it fired (reference ops), the nodes it made."""
+
+    name: str
+    site: str
+    vids: set[int] = field(default_factory=set)
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.site}"
+
+
+Apply = Callable[[Graph], list[Applied]]
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    name: str
+    identity: str  # the algebra, in one line
+    apply: Apply
+
+
+def _self_add_as_scale(graph: Graph) -> list[Applied]:
+    """x + x is x * 2 (exact), so a following constant scale folds with it."""
+    out = []
+    for n in graph.nodes:
+        if n.fn == "add" and _float_ew(n) and len(n.args) == 2 and not n.params:
+            a, b = n.args
+            if isinstance(a, Use) and a == b:
+                n.fn, n.args = "mul", [a, Const(2.0)]
+                out.append(Applied("self_add_as_scale", n.origin, {n.vid}))
+    return out
+
+
+def _affine(n: Node) -> tuple[Use, float, float] | None:
+    """n as x * k + m with constant k, m, or None."""
+    if not _float_ew(n) or n.params:
+        return None
+    got = _const_arg(n)
+    if got is None:
+        return None
+    x, c, pos = got
+    if n.fn == "mul":
+        return x, c, 0.0
+    if n.fn == "add":
+        return x, 1.0, c
+    if n.fn == "div" and pos == 1 and c != 0.0:
+        return x, 1.0 / c, 0.0
+    if n.fn == "sub":
+        return (x, 1.0, -c) if pos == 1 else (x, -1.0, c)
+    return None
+
+
+def _affine_chain(graph: Graph) -> list[Applied]:
+    """A run of tensor-constant mul/div/add/sub ops is one affine map x * k + m: at most two
+    ops instead of the run's length (`(x / 2) * 1.5` is `x * 0.75`)."""
+    users = _users(graph)
+    out = []
+    done: set[int] = set()
+    for first in list(graph.nodes):
+        if first.vid in done or _affine(first) is None:
+            continue
+        got = _affine(first)
+        assert got is not None
+        x0, k, m = got
+        chain = [first]
+        while True:
+            nxt = _only_user(graph, chain[-1].vid, users)
+            step = _affine(nxt) if nxt is not None else None
+            if nxt is None or step is None or nxt.shape != first.shape:
+                break
+            if not _plain(step[0]) or step[0].shape != first.shape:
+                break
+            chain.append(nxt)
+            k, m = k * step[1], m * step[1] + step[2]
+        done |= {n.vid for n in chain}
+        needed = int(k != 1.0) + int(m != 0.0)
+        if needed >= len(chain):
+            continue
+        last = chain[-1]
+        if needed == 2:
+            first.fn, first.args = "mul", [x0, Const(k)]
+            last.fn, last.args = "add", [Use(first.vid, first.shape), Const(m)]
+            keep = {first.vid, last.vid}
+        elif needed == 1:
+            last.fn, last.args = ("mul", [x0, Const(k)]) if k != 1.0 else ("add", [x0, Const(m)])
+            keep = {last.vid}
+        else:
+            last.fn, last.args = "identity", [x0]
+            keep = {last.vid}
+        graph.nodes = [n for n in graph.nodes if n.vid in keep or n not in chain]
+        sites = ", ".join(dict.fromkeys(n.origin for n in chain))
+        out.append(Applied("affine_chain", sites, keep))
+        users = _users(graph)
+    return out
+
+
+def _scale_past_sum(graph: Graph) -> list[Applied]:
+    """sum(x * c) = sum(x) * c: the constant multiplies the reduced values, not every input."""
+    users = _users(graph)
+    out = []
+    for r in list(graph.nodes):
+        if r.kind != "reduce" or r.fn != "sum" or not _plain(r.args[0]):
+            continue
+        u = r.args[0]
+        assert isinstance(u, Use)
+        p = graph.node(u.vid)
+        if p is None or _only_user(graph, p.vid, users) is not r or p.fn not in ("mul", "div"):
+            continue
+        got = _affine(p)
+        if got is None or got[2] != 0.0:
+            continue
+        x, k, _ = got
+        if not _plain(x) or x.shape != p.shape or numel(u.shape) != numel(p.shape):
+            continue
+        r.args = [Use(x.vid, u.shape)]
+        scaled = _new_node(graph, p, "ew", "mul", [Use(r.vid, r.shape), Const(k)], r.shape)
+        _redirect(graph, r.vid, scaled.vid)
+        graph.nodes.insert(graph.nodes.index(r) + 1, scaled)
+        graph.nodes.remove(p)
+        out.append(Applied("scale_past_sum", f"{p.origin} after {r.origin}", {scaled.vid}))
+        users = _users(graph)
+    return out
+
+
+def _sum_before_linear(graph: Graph) -> list[Applied]:
+    """sum_j (x W^T + b)_j = x . (sum_j W_j) + sum_j b_j: a sum over a GEMM's output features
+    is a matrix-vector product with the summed weight rows, so the GEMM becomes a pass over the
+    weight (summed afresh on every call, as it may change) and a row reduction of x."""
+    users = _users(graph)
+    out = []
+    for r in list(graph.nodes):
+        if r.kind != "reduce" or r.fn != "sum" or not _plain(r.args[0]):
+            continue
+        u = r.args[0]
+        assert isinstance(u, Use)
+        axes = _axes(r)
+        if axes != (len(u.shape) - 1,):
+            continue
+        src = graph.node(u.vid)
+        bias: Use | None = None
+        if (
+            src is not None
+            and src.fn == "add"
+            and _float_ew(src)
+            and _only_user(graph, src.vid, users) is r
+            and len(src.uses) == 2
+        ):
+            mm_use, b = src.uses
+            first = graph.node(b.vid)
+            if first is not None and first.kind == "gemm":
+                mm_use, b = b, mm_use
+            lf = graph.leaves.get(b.vid)
+            n_out = src.shape[-1]
+            if lf is None or lf.shape != (n_out,) or not _plain(mm_use) or not _plain(b):
+                continue
+            if tuple(d for d in b.shape if d != 1) != (n_out,) or b.shape[-1] != n_out:
+                continue
+            if mm_use.shape != src.shape or numel(u.shape) != numel(src.shape):
+                continue
+            bias, gemm_use, head = b, mm_use, src
+        else:
+            gemm_use, head = u, None
+        g = graph.node(gemm_use.vid)
+        if g is None or g.kind != "gemm" or g.params.get("batch", 1) != 1 or len(g.args) != 2:
+            continue
+        if _only_user(graph, g.vid, users) is not (head or r):
+            continue
+        a, w = g.args
+        assert isinstance(a, Use) and isinstance(w, Use)
+        (m_rows, k), n_out = a.shape, g.shape[-1]
+        if not _plain(a) or gemm_use.shape[-1] != n_out or w.strided:
+            continue
+        lead = u.shape[:-1]
+        if math.prod(lead) != m_rows:
+            continue
+        if w.trans:  # W stored (n, k): sum its rows
+            wsum = _new_node(
+                graph, g, "reduce", "sum", [Use(w.vid, (n_out, k))], (1, k), axes=(0,), field="sum"
+            )
+        else:  # B stored (k, n): sum its columns
+            wsum = _new_node(
+                graph, g, "reduce", "sum", [Use(w.vid, (k, n_out))], (k, 1), axes=(1,), field="sum"
+            )
+        xs = Use(a.vid, (*lead, k))
+        prod = _new_node(graph, g, "ew", "mul", [xs, Use(wsum.vid, (k,))], (*lead, k))
+        before, made = [wsum, prod], [wsum, prod]
+        r.args = [Use(prod.vid, prod.shape)]
+        sites = f"{r.origin} over {g.origin}"
+        if bias is not None:
+            lf = graph.leaves[bias.vid]
+            bsum = _new_node(
+                graph, r, "reduce", "sum", [Use(lf.vid, lf.shape)], (1,), axes=(0,), field="sum"
+            )
+            before.append(bsum)
+            made.append(bsum)
+            plus = _new_node(
+                graph, r, "ew", "add", [Use(r.vid, r.shape), Use(bsum.vid, (1,))], r.shape
+            )
+            _redirect(graph, r.vid, plus.vid)
+            graph.nodes.insert(graph.nodes.index(r) + 1, plus)
+            made.append(plus)
+            sites += " (with its bias)"
+        _insert_before(graph, r, before)
+        graph.nodes = [n for n in graph.nodes if n is not g and n is not head]
+        out.append(Applied("sum_before_linear", sites, {n.vid for n in made} | {r.vid}))
+        users = _users(graph)
+    return out
+
+
+@dataclass(frozen=True)
+class _Range:
+    """Bounds on an elementwise value; `exact` where float32 evaluation cannot step past them
+    (tanhf never exceeds 1, a clamp returns its bound), otherwise a margin is required."""
+
+    lo: float
+    hi: float
+    exact_lo: bool = True
+    exact_hi: bool = True
+
+
+def _gelu(x: float) -> float:
+    return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+_GELU_MIN = -0.17  # below gelu's minimum, -0.16997 at x = -0.7518
+
+
+def _range_of(graph: Graph, u: Operand, depth: int = 0) -> _Range | None:
+    if isinstance(u, Const):
+        return _Range(u.value, u.value)
+    n = graph.node(u.vid)
+    if n is None or not _float_ew(n) or depth > 16:
+        return None
+    inner = _range_of(graph, n.args[0], depth + 1) if n.args else None
+    if n.fn in ("clamp", "hardtanh", "clamp_min", "clamp_max"):
+        lo = float(n.params.get("lo", -math.inf))  # type: ignore[arg-type]
+        hi = float(n.params.get("hi", math.inf))  # type: ignore[arg-type]
+        if inner is None:
+            return _Range(lo, hi)
+        lo_side = (inner.lo, inner.exact_lo) if inner.lo > lo else (lo, True)
+        hi_side = (inner.hi, inner.exact_hi) if inner.hi < hi else (hi, True)
+        return _Range(lo_side[0], hi_side[0], lo_side[1], hi_side[1])
+    if n.fn == "tanh":
+        return _Range(-1.0, 1.0)
+    if n.fn == "sigmoid":
+        return _Range(0.0, 1.0)
+    if n.fn == "relu":
+        return _Range(0.0, math.inf if inner is None else max(inner.hi, 0.0), True, False)
+    if n.fn == "gelu" and inner is not None and math.isfinite(inner.hi):
+        return _Range(_GELU_MIN, max(_gelu(inner.hi), 0.0), False, False)
+    got = _const_arg(n) if n.fn == "mul" else None
+    if got is not None and got[1] > 0 and (inner := _range_of(graph, got[0], depth + 1)):
+        c = got[1]
+        pow2 = math.frexp(c)[0] == 0.5  # scaling by 2^k is exact
+        return _Range(
+            inner.lo * c,
+            inner.hi * c,
+            inner.exact_lo and (pow2 or inner.lo == 0),
+            inner.exact_hi and (pow2 or inner.hi == 0),
+        )
+    return None
+
+
+def _within(bound: float, value: float, exact: bool, below: bool) -> bool:
+    """`bound` <= value (below) or value <= `bound`, with a margin unless `value` is exact."""
+    margin = 0.0 if exact else 1e-5 * max(abs(value), 1.0)
+    return bound <= value - margin if below else value + margin <= bound
+
+
+def _redundant_clamp(graph: Graph) -> list[Applied]:
+    """A clamp whose input already lies within a bound drops that bound, and the whole clamp
+    when both hold (`clamp(tanh(x), -1, 1)` is `tanh(x)`)."""
+    out = []
+    for n in graph.nodes:
+        if n.fn not in ("clamp", "hardtanh", "clamp_min", "clamp_max") or not _float_ew(n):
+            continue
+        r = _range_of(graph, n.args[0])
+        if r is None:
+            continue
+        lo, hi = n.params.get("lo"), n.params.get("hi")
+        lo_ok = lo is None or _within(float(lo), r.lo, r.exact_lo, True)  # type: ignore[arg-type]
+        hi_ok = hi is None or _within(float(hi), r.hi, r.exact_hi, False)  # type: ignore[arg-type]
+        if lo_ok and hi_ok:
+            n.fn, n.params = "identity", {}
+        elif lo_ok and lo is not None:
+            n.fn, n.params = "clamp_max", {"hi": hi}
+        elif hi_ok and hi is not None:
+            n.fn, n.params = "clamp_min", {"lo": lo}
+        else:
+            continue
+        out.append(Applied("redundant_clamp", n.origin, {n.vid}))
+    return out
+
+
+def _mean_of(graph: Graph, u: Use, axes: tuple[int, ...]) -> Use | None:
+    """The input whose mean over `axes` the value `u` reads, if it is one (keepdim)."""
+    n = graph.node(u.vid)
+    if n is None:
+        return None
+    src: Node | None = None
+    if n.kind == "reduce" and n.fn == "moments" and n.params.get("field") == "mean":
+        src = n
+    elif n.fn == "mul" and _float_ew(n) and (got := _const_arg(n)) is not None:
+        src = graph.node(got[0].vid)
+        if src is None or src.kind != "reduce" or src.fn != "sum":
+            return None
+        x = src.args[0]
+        assert isinstance(x, Use)
+        count = math.prod(x.shape[a] for a in axes)
+        if not math.isclose(got[1] * count, 1.0, rel_tol=1e-12):
+            return None
+    else:
+        return None
+    if _axes(src) != axes:
+        return None
+    x = src.args[0]
+    return x if isinstance(x, Use) else None
+
+
+def _centred_sum_cancels(graph: Graph) -> list[Applied]:
+    """sum(x - mean(x, d), d) = 0 (and so its mean): a centred value sums to nothing over the
+    dims it was centred on, so the reduction becomes the constant 0 (float32 would give
+    rounding noise around 0; an inf or NaN in x, which gives NaN, is not kept)."""
+    out = []
+    for r in graph.nodes:
+        if r.kind != "reduce" or r.fn != "sum" or not _plain(r.args[0]):
+            continue
+        u = r.args[0]
+        assert isinstance(u, Use)
+        d = graph.node(u.vid)
+        axes = _axes(r)
+        if d is None or d.fn != "sub" or not _float_ew(d) or len(d.uses) != 2:
+            continue
+        x, m = d.args
+        if not isinstance(x, Use) or not isinstance(m, Use) or u.shape != d.shape:
+            continue
+        if x.shape != d.shape or not _plain(m):
+            continue
+        centred = _mean_of(graph, m, axes)
+        if centred is None or centred != x:
+            continue
+        r.kind, r.fn, r.args, r.params = "ew", "identity", [Const(0.0)], {}
+        out.append(Applied("centred_sum_cancels", f"{r.origin} of {d.origin}", {r.vid}))
+    return out
+
+
+def _pool_before_pointwise_conv(graph: Graph) -> list[Applied]:
+    """avg_pool(conv1x1(z)) as conv1x1(avg_pool(z)), as torch.compile does for DenseNet's
+    transition: both are linear, a 1x1 convolution without bias mixes channels pixel by pixel
+    and an unpadded average mixes pixels channel by channel, so they commute, and the
+    convolution then runs on a quarter (for 2x2) of the pixels. A convolution that something
+    else reads stays, and the pooled branch gets its own small one."""
+    out = []
+    for p in list(graph.nodes):
+        if p.kind != "pool" or p.fn != "avg_pool" or "clipped" in p.params:
+            continue
+        if any(_ints(p, "padding")):
+            continue
+        x = p.args[0]
+        node = graph.node(x.vid) if isinstance(x, Use) else None
+        if node is None or node.kind != "conv" or node.fn not in ("conv1d", "conv2d", "conv3d"):
+            continue
+        assert isinstance(x, Use)
+        if x.shape != node.shape or not _plain(x):
+            continue
+        z, w = node.args[0], node.args[1]
+        if not isinstance(z, Use) or not isinstance(w, Use) or len(node.args) != 2:
+            continue
+        stride, padding = node.params.get("stride", ()), node.params.get("padding")
+        one = isinstance(stride, tuple) and all(int(v) == 1 for v in stride)
+        unpadded = padding == "valid" or (isinstance(padding, tuple) and not any(padding))
+        if not (one and unpadded and all(int(v) == 1 for v in w.shape[2:])):
+            continue
+        pooled = _new_node(
+            graph, p, "pool", "avg_pool", [z], (*z.shape[:2], *p.shape[2:]), **p.params
+        )
+        conv = _new_node(
+            graph, node, "conv", node.fn, [Use(pooled.vid, pooled.shape), w], p.shape, **node.params
+        )
+        _insert_before(graph, p, [pooled, conv])
+        _redirect(graph, p.vid, conv.vid)
+        graph.nodes.remove(p)
+        out.append(
+            Applied(
+                "pool_before_pointwise_conv",
+                f"{p.origin} after {node.origin}",
+                {pooled.vid, conv.vid},
+            )
+        )
+    return out
+
+
+CATALOGUE: tuple[Rewrite, ...] = (
+    Rewrite("self_add_as_scale", "x + x = 2 x", _self_add_as_scale),
+    Rewrite(
+        "redundant_clamp",
+        "clamp(f(x), lo, hi) = f(x) where f's range lies in [lo, hi]",
+        _redundant_clamp,
+    ),
+    Rewrite("centred_sum_cancels", "sum(x - mean(x, d), d) = 0", _centred_sum_cancels),
+    Rewrite("scale_past_sum", "sum(c x) = c sum(x)", _scale_past_sum),
+    Rewrite(
+        "sum_before_linear", "sum_j (x W^T + b)_j = x (sum_j W_j) + sum_j b_j", _sum_before_linear
+    ),
+    Rewrite("affine_chain", "((x k1 + m1) k2 + m2) = x (k1 k2) + (m1 k2 + m2)", _affine_chain),
+    Rewrite(
+        "pool_before_pointwise_conv",
+        "avg_pool(conv1x1(z)) = conv1x1(avg_pool(z))",
+        _pool_before_pointwise_conv,
+    ),
+)
+
+BY_NAME: dict[str, Rewrite] = {r.name: r for r in CATALOGUE}
+
+
+def apply_rewrites(graph: Graph, names: tuple[str, ...] | None = None) -> list[Applied]:
+    """Apply the catalogue (or the entries named) until none fires; dead nodes are pruned."""
+    entries = CATALOGUE if names is None else tuple(BY_NAME[n] for n in names)
+    applied: list[Applied] = []
+    for _ in range(8):
+        fired = [a for r in entries for a in r.apply(graph)]
+        if not fired:
+            break
+        applied += fired
+        graph.prune()
+    return applied

@@ -1,0 +1,230 @@
+"""ATen fallbacks: an op the coder cannot lower runs as its traced ATen call inside the program.
+
+Each case is checked three ways on the CPU: the captured graph (fallbacks included) against the
+model itself through the tests' interpreter; the program's own fallback lines, executed with CPU
+tensors, against the interpreter's values (so the views, predicates and copies the program
+writes around a call are what the trace recorded); and the plan and the file's docstring, which
+must name every fallback and why.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stitch_lsp.compiler.codegen import Codegen
+from stitch_lsp.compiler.ir import Graph, Unsupported
+from stitch_lsp.compiler.partition import fold_gemm_epilogues, partition
+from stitch_lsp.compiler.program import build_program
+
+from .helpers import generate_for, import_path, write_problem
+from .interp import run_graph, run_graph_env
+from .problems import problem
+
+torch = pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parents[2]
+
+# cumprod has no lowering: one float32 fallback between two generated kernels.
+CUMPROD = problem(
+    "self.fc = nn.Linear(24, 24)",
+    "x = torch.relu(self.fc(x))\n"
+    "y = torch.cumprod(x * 0.5 + 0.75, dim=1)\n"
+    "return torch.tanh(y) * 2.0",
+    "torch.randn(6, 24)",
+)
+# sort returns (values, indices): one call, two results; the int64 indices go on in PyTorch.
+SORT = problem(
+    "",
+    "v, i = torch.sort(x * 3.0, dim=-1)\nreturn torch.sigmoid(v) + i.float() * 0.01",
+    "torch.randn(5, 17)",
+)
+# An in-place op without a lowering on the program's own value runs as its out-of-place twin.
+IN_PLACE = problem(
+    "",
+    "y = torch.tanh(x) * 0.5\ny.erfinv_()\nreturn y * 3.0 + 1.0",
+    "torch.randn(4, 33)",
+)
+# Integer bookkeeping (positions from an arange, a causal mask) stays in PyTorch; the float math
+# that reads its results is generated.
+MASKED = problem(
+    "self.register_buffer('pos', torch.randn(16, 8))",
+    "\n".join(
+        [
+            "n = x.shape[1]",
+            "idx = torch.arange(n, device=x.device)",
+            "keep = idx[None, :] <= idx[:, None]",
+            "s = (x @ x.transpose(1, 2)).masked_fill(~keep, float('-inf'))",
+            "p = torch.softmax(s, dim=-1)",
+            "return p @ (x + self.pos[idx % 16][None])",
+        ]
+    ),
+    "torch.randn(2, 12, 8)",
+)
+
+
+def _fresh(tmp_path: Path, name: str, source: str) -> tuple[Path, Any, list[Any]]:
+    path = write_problem(tmp_path, name, source)
+    mod = import_path(path, f"fallback_{name}")
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    torch.manual_seed(1)
+    return path, model, list(mod.get_inputs())
+
+
+def _capture(path: Path) -> Graph:
+    from stitch_lsp.compiler.worker.capture import capture
+
+    return capture(path)
+
+
+def _run_fallback_lines(graph: Graph, model: Any, inputs: list[Any]) -> None:
+    """Execute the program's fallback stages with CPU tensors and compare each result with the
+    interpreter's: every value a stage reads is the interpreter's, stored as the program stores
+    it (our kernels keep predicates as 1.0 / 0.0 floats)."""
+    groups = fold_gemm_epilogues(graph, partition(graph))
+    cg = Codegen(graph, groups)
+    cg.cuda_source()
+    program = build_program(graph, groups, cg)
+    env = run_graph_env(graph, model, inputs)
+    leaves = [env[lf.vid] for lf in graph.leaves.values() if lf.kind in ("param", "buffer")]
+    scope: dict[str, Any] = {"torch": torch, "dev": torch.device("cpu"), "leaves": leaves}
+    scope.update(zip(graph.input_names, inputs, strict=False))
+    for vid, value in env.items():
+        node = graph.node(vid)
+        stored = value
+        if node is not None and node.kind != "aten" and node.dtype == "bool":
+            stored = value.float()
+        scope[f"t{vid}"] = stored
+    checked = 0
+    for st in program.stages:
+        if st.group.kind != "aten":
+            continue
+        for line in st.lines:
+            if line.startswith("#"):
+                continue
+            exec(line, scope)  # the program's own line
+            m = re.match(r"t(\d+) = ", line)
+            if m:
+                vid = int(m.group(1))
+                want = env[vid]
+                got = scope[f"t{vid}"]
+                if isinstance(want, torch.Tensor):
+                    assert got.dtype == want.dtype, line
+                    torch.testing.assert_close(got.reshape(want.shape), want, msg=line)
+                    checked += 1
+    assert checked, "no fallback line was checked"
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "fallback"),
+    [
+        ("cumprod", CUMPROD, "cumprod.default"),
+        ("sort", SORT, "sort.default"),
+        ("erfinv_in_place", IN_PLACE, "erfinv.default"),
+        ("arange_mask", MASKED, "arange.default"),
+    ],
+)
+def test_an_unlowered_op_runs_as_its_aten_call(
+    tmp_path: Path, name: str, source: str, fallback: str
+) -> None:
+    path, model, inputs = _fresh(tmp_path, name, source)
+    graph = _capture(path)
+    calls = [n.fn for n in graph.nodes if n.kind == "aten"]
+    assert fallback in calls, calls
+    assert any(n.kind != "aten" for n in graph.nodes), "the rest is generated"
+    with torch.no_grad():
+        want = model(*inputs)
+        (got,) = run_graph(graph, model, inputs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    _run_fallback_lines(graph, model, inputs)
+
+
+def test_the_plan_and_the_file_name_each_fallback_and_why(tmp_path: Path) -> None:
+    path, _, _ = _fresh(tmp_path, "cumprod_plan", CUMPROD)
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    ast.parse(cand.source)
+    doc = ast.get_docstring(ast.parse(cand.source)) or ""
+    assert "PyTorch fallback (1 ATen call(s)):" in doc
+    assert (
+        "torch.ops.aten.cumprod.default: torch.cumprod (line 12); no lowering in the op catalogue"
+        in doc
+    )
+    (group,) = [g for g in cand.groups if g.kind == "aten"]
+    assert group.library == "PyTorch (ATen fallback: not generated)"
+    assert group.ops == ["torch.cumprod (line 12) [aten.cumprod.default]"]
+    assert group.lines == [12]
+    assert "t" in cand.source and "torch.ops.aten.cumprod.default(" in cand.source
+    # the generated kernels around it remain: a GEMM and fused elementwise kernels
+    kinds = [g.kind for g in cand.groups]
+    assert "gemm" in kinds and kinds.count("pointwise") >= 1
+
+
+def test_heavy_ops_never_fall_back() -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from stitch_lsp.compiler.worker.fallback import IN_PLACE as WRITES
+    from stitch_lsp.compiler.worker.fallback import refusal
+
+    def f(a: Any, b: Any, w: Any) -> Any:
+        c = torch.mm(a, b)
+        c.add_(1.0)
+        d = torch.nn.functional.conv2d(a[None, None], w)
+        return c, d, torch.rand(3)
+
+    gm = make_fx(f)(torch.randn(4, 4), torch.randn(4, 4), torch.randn(1, 1, 3, 3))
+    why = {str(n.target): refusal(n) for n in gm.graph.nodes if n.op == "call_function"}
+    assert "heavy op" in str(why["aten.mm.default"])
+    assert "heavy op" in str(why["aten.convolution.default"])
+    assert why["aten.add_.Tensor"] == WRITES
+    assert why["aten.rand.default"] == "it draws random numbers"
+
+
+def test_a_refusal_says_why_the_op_cannot_fall_back(tmp_path: Path) -> None:
+    # A random op inside forward: neither generated nor a fallback (the candidate could not
+    # draw the reference's numbers).
+    src = problem("", "return x + torch.bernoulli(torch.sigmoid(x))", "torch.randn(4, 8)")
+    path, model, inputs = _fresh(tmp_path, "bernoulli", src)
+    with pytest.raises(Unsupported, match="random numbers"):
+        _capture(path)
+    from stitch_lsp.compiler.worker.capture import build_on_meta
+    from stitch_lsp.compiler.worker.capture_aten import capture_aten
+
+    model, inputs = build_on_meta(path)
+    with pytest.raises(Unsupported, match="cannot run as a PyTorch fallback: it draws random"):
+        capture_aten(model, inputs, ["x"], str(path))
+
+
+DECODE = REPO / "tests" / "data" / "stitch_problems" / "level3" / "1_LlamaDecodeStep.py"
+
+
+def test_the_decode_steps_cache_update_runs_in_place_on_the_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
+    monkeypatch.setenv("STITCH_MODEL_DTYPE", "float32")
+    graph = _capture(DECODE)
+    updates = [n for n in graph.nodes if n.kind == "aten" and n.params.get("effect")]
+    assert [n.fn for n in updates] == ["index_copy_.default"] * 4  # k and v, two layers
+    paths = {graph.leaves[n.uses[0].vid].path for n in updates}
+    assert paths == {f"layers.{i}.{kv}_cache" for i in (0, 1) for kv in "kv"}
+    mod = import_path(DECODE, "fallback_decode")
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    twin = mod.Model(*mod.get_init_inputs()).eval()
+    torch.manual_seed(1)
+    inputs = list(mod.get_inputs())
+    with torch.no_grad():
+        want = model(*inputs)
+        (got,) = run_graph(graph, twin, inputs)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # the interpreted program wrote the new token's slot into its own cache, as the model did
+    torch.testing.assert_close(twin.layers[0].k_cache, model.layers[0].k_cache)
+    cand = generate_for(DECODE)
+    assert cand.handled, cand.reason
+    assert "torch.ops.aten.index_copy_.default(leaves[" in cand.source

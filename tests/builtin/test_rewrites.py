@@ -1,0 +1,336 @@
+"""CPU: each algebra rewrite fires where its identity holds, removes work, and keeps the values.
+
+The rewritten graph runs on the CPU interpreter in float64 against the reference in float64, so
+the bound is on the algebra (reassociation), not on float32 rounding; a second check in float32
+bounds what the GPU would see. The level-2 shapes are the reason for each entry: the names in
+the docstrings are the KernelBench problems it fires on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from .helpers import generate_for, import_path, write_problem
+from .problems import PROBLEMS
+from .problems_l3 import L3, model
+
+torch = pytest.importorskip("torch")
+
+
+def _outputs(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _rewritten(path: Path, names: tuple[str, ...] | None = None) -> tuple[Any, list[Any], int]:
+    """(graph after the rewrites, what they did, node count before)."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    graph = capture(path)
+    before = len(graph.nodes)
+    applied = apply_rewrites(graph, names)
+    return graph, applied, before
+
+
+def _constants_in(dtype: torch.dtype) -> Any:
+    """The interpreter with the graph's constants in `dtype` (it rounds them to float32), so
+    that a float64 run measures the algebra alone."""
+    from . import interp
+
+    plain = interp.ew
+
+    def ew(n: Any, args: list[Any]) -> Any:
+        return plain(n, [torch.tensor(a, dtype=dtype) if isinstance(a, float) else a for a in args])
+
+    return mock.patch.object(interp, "ew", ew)
+
+
+def _max_error(path: Path, graph: Any, dtype: torch.dtype) -> tuple[float, float]:
+    """(largest |rewritten - reference|, largest |reference|) over every output and buffer."""
+    from .interp import run_graph
+
+    mod = import_path(path, f"rw_{path.stem}_{str(dtype)[6:]}")
+    torch.manual_seed(0)
+    ref = mod.Model(*mod.get_init_inputs()).to(dtype)
+    torch.manual_seed(0)
+    twin = mod.Model(*mod.get_init_inputs()).to(dtype)
+    torch.manual_seed(1)
+    inputs = [t.to(dtype) if t.is_floating_point() else t for t in mod.get_inputs()]
+    with torch.no_grad(), _constants_in(dtype):
+        want = _outputs(ref(*[t.clone() for t in inputs]))
+        got = run_graph(graph, twin, [t.clone() for t in inputs])
+    pairs = list(zip(got, want, strict=True))
+    buffers = zip(ref.named_buffers(), twin.named_buffers(), strict=True)
+    pairs += [(b2, b1) for (_, b1), (_, b2) in buffers]
+    err = scale = 0.0
+    for g, w in pairs:
+        assert g.shape == w.shape
+        err = max(err, float((g.double() - w.double()).abs().max()))
+        scale = max(scale, float(w.double().abs().max()))
+    return err, scale
+
+
+def _graph_values(path: Path, graph: Any, dtype: torch.dtype) -> list[Any]:
+    from .interp import run_graph
+
+    mod = import_path(path, f"rwg_{path.stem}")
+    torch.manual_seed(0)
+    twin = mod.Model(*mod.get_init_inputs()).to(dtype)
+    torch.manual_seed(1)
+    inputs = [t.to(dtype) if t.is_floating_point() else t for t in mod.get_inputs()]
+    with torch.no_grad():
+        return run_graph(graph, twin, inputs)
+
+
+def _check(tmp_path: Path, name: str, source: str, rewrite: str, exact: bool = False) -> Any:
+    """`rewrite` alone fires, within 1e-12 (relative) of the float64 reference and 1e-5 of the
+    float32 one; an `exact` rewrite gives the unrewritten graph's float32 values bit for bit."""
+    from stitch_lsp.compiler.worker.capture import capture
+
+    path = write_problem(tmp_path, name, source)
+    graph, applied, before = _rewritten(path, (rewrite,))
+    assert [a.name for a in applied] and {a.name for a in applied} == {rewrite}, applied
+    if rewrite != "sum_before_linear":  # that one trades a GEMM for three cheap nodes
+        assert len(graph.nodes) <= before
+    err64, scale = _max_error(path, graph, torch.float64)
+    assert err64 <= 1e-12 * max(scale, 1.0), (err64, scale)
+    err32, scale = _max_error(path, graph, torch.float32)
+    assert err32 <= 1e-5 * max(scale, 1.0), (err32, scale)
+    if exact:
+        plain = _graph_values(path, capture(path), torch.float32)
+        for a, b in zip(_graph_values(path, graph, torch.float32), plain, strict=True):
+            assert torch.equal(a, b), (a - b).abs().max()
+    return graph
+
+
+def _fns(graph: Any) -> list[str]:
+    return [n.fn for n in graph.nodes]
+
+
+def test_self_add_becomes_a_scale(tmp_path: Path) -> None:
+    """22_Matmul_Scale_ResidualAdd_Clamp_LogSumExp_Mish: `x = x + x`."""
+    src = model("self.fc = nn.Linear(9, 13)", "x = self.fc(x)\nreturn x + x", "torch.randn(5, 9)")
+    graph = _check(tmp_path, "selfadd", src, "self_add_as_scale", exact=True)
+    assert "mul" in _fns(graph) and _fns(graph).count("add") == 1  # the bias stays
+
+
+def test_constant_chain_folds_into_one_scale(tmp_path: Path) -> None:
+    """22 again: `x * scale` then `x + x`, one multiply after self_add_as_scale."""
+    src = model(
+        "self.fc = nn.Linear(9, 13)",
+        "x = self.fc(x)\nx = x * 0.3\nx = x / 7.0\n"
+        "x = (x - 1.5) * 4.0 + 0.25\nreturn torch.relu(x)",
+        "torch.randn(5, 9)",
+    )
+    graph = _check(tmp_path, "chain", src, "affine_chain")
+    ops = _fns(graph)
+    assert ops.count("mul") == 1 and ops.count("add") == 2 and "div" not in ops  # bias + m
+    assert "sub" not in ops
+
+
+def test_constant_chain_that_cancels_is_a_copy(tmp_path: Path) -> None:
+    src = model("", "return torch.tanh(x * 2.0 / 2.0)", "torch.randn(4, 6)")
+    graph = _check(tmp_path, "cancel", src, "affine_chain", exact=True)
+    assert "mul" not in _fns(graph) and "div" not in _fns(graph)
+
+
+def test_chain_read_twice_is_left_alone(tmp_path: Path) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model("", "y = x * 2.0\nreturn y * 3.0 + y", "torch.randn(4, 6)")
+    graph = capture(write_problem(tmp_path, "twice", src))
+    assert apply_rewrites(graph, ("affine_chain",)) == []
+
+
+def test_scale_moves_past_a_sum(tmp_path: Path) -> None:
+    """14_Gemm_Divide_Sum_Scaling: `x / 2` before `torch.sum(x, dim=1)`."""
+    src = model(
+        "", "return torch.sum(torch.tanh(x) / 2.0, dim=1, keepdim=True)", "torch.randn(6, 11)"
+    )
+    graph = _check(tmp_path, "scalesum", src, "scale_past_sum")
+    reduce_at = [n.kind for n in graph.nodes].index("reduce")
+    assert [n.fn for n in graph.nodes[reduce_at:]] == ["sum", "mul"]
+
+
+def test_sum_over_linear_outputs_is_a_matrix_vector_product(tmp_path: Path) -> None:
+    """14_Gemm_Divide_Sum_Scaling: the 8192x8192 GEMM becomes a weight-row sum and a GEMV."""
+    src = model(
+        "self.weight = nn.Parameter(torch.randn(23, 17))",
+        "x = torch.matmul(x, self.weight.T)\nreturn torch.sum(x, dim=1, keepdim=True)",
+        "torch.randn(9, 17)",
+    )
+    graph = _check(tmp_path, "sumlin", src, "sum_before_linear")
+    assert "gemm" not in [n.kind for n in graph.nodes]
+
+
+def test_sum_over_nn_linear_keeps_its_bias_and_batch_dims(tmp_path: Path) -> None:
+    src = model(
+        "self.fc = nn.Linear(17, 23)",
+        "return self.fc(x).sum(-1)",
+        "torch.randn(3, 4, 17)",
+    )
+    graph = _check(tmp_path, "sumlinb", src, "sum_before_linear")
+    assert "gemm" not in [n.kind for n in graph.nodes]
+
+
+def test_sum_over_a_matmul_by_a_plain_matrix(tmp_path: Path) -> None:
+    src = model(
+        "self.b = nn.Parameter(torch.randn(17, 23))",
+        "return (x @ self.b).sum(dim=1)",
+        "torch.randn(9, 17)",
+    )
+    _check(tmp_path, "sumlinp", src, "sum_before_linear")
+
+
+def test_sum_over_another_dim_of_a_linear_is_a_gemm(tmp_path: Path) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model("self.fc = nn.Linear(7, 5)", "return self.fc(x).sum(0)", "torch.randn(9, 7)")
+    graph = capture(write_problem(tmp_path, "sum0", src))
+    assert apply_rewrites(graph, ("sum_before_linear",)) == []
+
+
+def test_level2_gemm_divide_sum_scaling_end_to_end(tmp_path: Path) -> None:
+    """14_Gemm_Divide_Sum_Scaling whole: three rewrites; the candidate names them."""
+    src = model(
+        "self.weight = nn.Parameter(torch.randn(23, 17))\nself.scaling_factor = 1.5",
+        "x = torch.matmul(x, self.weight.T)\nx = x / 2\n"
+        "x = torch.sum(x, dim=1, keepdim=True)\nx = x * self.scaling_factor\nreturn x",
+        "torch.randn(9, 17)",
+    )
+    path = write_problem(tmp_path, "l2_14", src)
+    graph, applied, _ = _rewritten(path)
+    names = [a.name for a in applied]
+    assert names == ["scale_past_sum", "sum_before_linear", "affine_chain"], names
+    err, scale = _max_error(path, graph, torch.float64)
+    assert err <= 1e-12 * scale
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    assert [r.split(":")[0] for r in cand.rewrites] == names
+    assert cand.source is not None and "Algebra rewrites applied" in cand.source
+    assert "sum_before_linear: sum (line" in cand.source
+    assert all(g.kind != "gemm" for g in cand.groups)
+    assert any("sum_before_linear" in g.rewrites for g in cand.groups)
+
+
+def test_clamp_after_a_bounded_op_goes(tmp_path: Path) -> None:
+    """81_Gemm_Swish_Divide_Clamp_Tanh_Clamp (tanh then clamp(-1, 1)) and
+    95_Matmul_Add_Swish_Tanh_GELU_Hardtanh (gelu of tanh, then hardtanh(-1, 1))."""
+    src = model(
+        "",
+        "y = torch.clamp(torch.tanh(x * 3.0), min=-1.0, max=1.0)\n"
+        "z = F.hardtanh(F.gelu(torch.tanh(x)), min_val=-1, max_val=1)\n"
+        "return y + z",
+        "torch.randn(5, 33) * 4",
+    )
+    graph = _check(tmp_path, "clamp", src, "redundant_clamp", exact=True)
+    assert not {"clamp", "hardtanh"} & set(_fns(graph))
+
+
+def test_clamp_keeps_the_bound_that_binds(tmp_path: Path) -> None:
+    """2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide: clamp(0, 1), * 2, clamp(0, 1):
+    the second clamp's lower bound cannot bind, its upper one can."""
+    src = model(
+        "",
+        "x = torch.clamp(x, min=0.0, max=1.0) * 2.0\nreturn torch.clamp(x, min=0.0, max=1.0) / 2.0",
+        "torch.randn(5, 33)",
+    )
+    graph = _check(tmp_path, "clamp2", src, "redundant_clamp", exact=True)
+    assert _fns(graph).count("clamp_max") == 1
+
+
+def test_clamp_that_can_bind_stays(tmp_path: Path) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "",
+        "a = torch.clamp(torch.tanh(x), -0.5, 0.9)\nb = F.hardtanh(F.gelu(x * 0.5), -0.1, 1.0)\n"
+        "c = torch.clamp(torch.sigmoid(x) * 3.0, 0.1, 2.9)\nreturn a + b + c",
+        "torch.randn(5, 8)",
+    )
+    graph = capture(write_problem(tmp_path, "binds", src))
+    assert apply_rewrites(graph, ("redundant_clamp",)) == []
+
+
+def test_centred_sum_cancels(tmp_path: Path) -> None:
+    """mean(x - mean(x, d), d) is 0; the subtraction itself is still returned."""
+    src = model(
+        "",
+        "c = x - x.mean(dim=1, keepdim=True)\nreturn c.mean(dim=1), c * 2.0",
+        "torch.randn(6, 11)",
+    )
+    graph = _check(tmp_path, "centred", src, "centred_sum_cancels")
+    assert [n.fn for n in graph.nodes if n.kind == "reduce"] == ["sum"]  # only mean(x)
+
+
+def test_centred_on_other_dims_does_not_cancel(tmp_path: Path) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "", "c = x - x.mean(dim=1, keepdim=True)\nreturn c.mean(dim=0)", "torch.randn(6, 11)"
+    )
+    graph = capture(write_problem(tmp_path, "other", src))
+    assert apply_rewrites(graph, ("centred_sum_cancels",)) == []
+
+
+def test_average_pool_moves_before_a_pointwise_convolution(tmp_path: Path) -> None:
+    """As torch.compile does for DenseNet's transition (level-3 13_DenseNet121TransitionLayer):
+    the 1x1 convolution runs on the pooled pixels. A 3x3 convolution, or a pool with padding,
+    keeps its order."""
+
+    def order(name: str, source: str) -> list[str]:
+        graph, _, _ = _rewritten(write_problem(tmp_path, name, source))
+        return [n.kind for n in graph.nodes if n.kind in ("conv", "pool")]
+
+    _check(tmp_path, "pool", L3["pool_before_pointwise_conv"], "pool_before_pointwise_conv")
+    assert order("p1", L3["pool_before_pointwise_conv"]) == ["pool", "conv"]
+    # Its output is read twice: the full-size convolution stays, and the pooled branch gets its
+    # own small one.
+    assert order("p2", L3["pool_after_conv_used_twice"]) == ["conv", "pool", "conv"]
+    three = L3["pool_before_pointwise_conv"].replace("nn.Conv2d(6, 5, 1,", "nn.Conv2d(6, 5, 3,")
+    assert order("p3", three) == ["conv", "pool"]
+    padded = L3["pool_before_pointwise_conv"].replace("nn.AvgPool2d(2, 2)", "nn.AvgPool2d(3, 2, 1)")
+    assert order("p4", padded) == ["conv", "pool"]
+
+
+def test_training_batch_norm_keeps_its_semantics(tmp_path: Path) -> None:
+    """33_Gemm_Scale_BatchNorm-like: constants around a training-mode batch norm fold, the norm
+    and its running-stat update stay, and the buffers end up as the reference's."""
+    src = model(
+        "self.fc = nn.Linear(9, 13)\nself.bn = nn.BatchNorm1d(13)",
+        "x = self.fc(x) * 2.0 * 3.0\nx = self.bn(x)\nreturn x.sum(dim=1) * 0.5 * 4.0",
+        "torch.randn(7, 9)",
+    )
+    path = write_problem(tmp_path, "bn", src)
+    graph, applied, _ = _rewritten(path)
+    assert {a.name for a in applied} == {"affine_chain"}, applied
+    assert "bn_update" in _fns(graph) and "moments" in _fns(graph)
+    err, scale = _max_error(path, graph, torch.float64)  # outputs and running buffers
+    assert err <= 1e-12 * max(scale, 1.0)
+
+
+def test_rewritten_test_problems_stay_faithful(tmp_path: Path) -> None:
+    """Every builtin test problem a rewrite fires on computes what its reference does."""
+    from stitch_lsp.compiler.ir import Unsupported
+
+    problems = {**PROBLEMS, **L3}
+    fired = []
+    for name, source in sorted(problems.items()):
+        path = write_problem(tmp_path, name, source)
+        try:
+            graph, applied, _ = _rewritten(path)
+        except Unsupported:
+            continue
+        if applied:
+            fired.append(name)
+            err, scale = _max_error(path, graph, torch.float32)
+            assert err <= 1e-4 * max(scale, 1.0), (name, applied, err, scale)
+    assert "pool_before_pointwise_conv" in fired, fired
