@@ -319,6 +319,7 @@ class BuiltinDraft:
     handled: bool
     source: str | None
     reason: str
+    fallbacks: tuple[str, ...] = ()  # ops the program runs as PyTorch calls (not generated)
 
 
 class BuiltinCoder:

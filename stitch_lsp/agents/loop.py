@@ -108,6 +108,9 @@ class LoopOptions:
     trajectories_dir: Path | None = None
     reference_label: str | None = None  # how records name the reference (a relative path)
     seed: Callable[[], str | None] | None = None  # a deterministic draft for the LLM to start from
+    # The builtin program where it generates every op (no PyTorch fallback): the step-by-step
+    # build starts from it. One with fallbacks leaves those ops to the LLM's subtasks instead.
+    whole_seed: Callable[[], str | None] | None = None
     start_from: str | None = None  # an existing candidate to repair or optimize ("Optimize" action)
     stepwise: bool = True  # build models of 2+ fusion groups subtask by subtask (LLM coder)
     seed_groups: GroupSeeder | None = None  # the builtin generator's code per subtask
@@ -477,7 +480,7 @@ class GenerationLoop:
         """Where the builtin generator handles the whole model, its program is the start: verify
         it, and when it passes, skip the subtasks and optimize it. True when the run went on
         from it."""
-        whole = self.opt.seed() if self.opt.seed is not None else None
+        whole = self.opt.whole_seed() if self.opt.whole_seed is not None else None
         self._check()
         if not whole:
             return False

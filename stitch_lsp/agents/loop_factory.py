@@ -39,7 +39,8 @@ def builtin_draft(
         groups = getattr(cand, "groups", []) or []
         names = ", ".join(f"{g.name} ({g.kind}: {' + '.join(g.ops)})" for g in groups)
         reason = f"Builtin generator: {len(groups)} fused group(s): {names}" if groups else ""
-    return BuiltinDraft(handled=cand.handled, source=cand.source, reason=reason)
+    fallbacks = tuple(op for g in cand.groups if g.kind == "aten" for op in g.ops)
+    return BuiltinDraft(cand.handled, cand.source, reason, fallbacks)
 
 
 def trajectories_folder(settings: Settings, root: Path) -> Path:
@@ -68,19 +69,29 @@ def build_loop(
     kind = coder_kind(settings)
     client: ChatClient | None = None
     coder: Coder
-    seed = None
+    seed = whole_seed = None
     seed_groups = None
     if kind == "llm":
         client = ChatClient(settings, cancel=cancel)
         coder = LLMCoder(client)
         if seed_with_builtin:
+            drafts: list[BuiltinDraft | None] = []
+
+            def draft() -> BuiltinDraft | None:
+                if not drafts:  # one builtin run serves both seeds
+                    try:
+                        drafts.append(builtin_draft(reference, settings, cancel))
+                    except Exception:  # the seed is optional: the LLM drafts from the plan alone
+                        drafts.append(None)
+                return drafts[0]
 
             def seed() -> str | None:
-                try:
-                    d = builtin_draft(reference, settings, cancel)
-                except Exception:  # the seed is optional: the LLM drafts from the plan alone
-                    return None
-                return d.source if d.handled else None
+                d = draft()
+                return d.source if d is not None and d.handled else None
+
+            def whole_seed() -> str | None:
+                d = draft()
+                return d.source if d is not None and d.handled and not d.fallbacks else None
 
             def seed_groups(
                 scaffold: ForwardScaffold, subtasks: list[Subtask]
@@ -102,6 +113,7 @@ def build_loop(
         trajectories_dir=trajectories or trajectories_folder(settings, root or reference.parent),
         reference_label=reference_label,
         seed=seed,
+        whole_seed=whole_seed,
         seed_groups=seed_groups,
         stepwise=stepwise,
     )

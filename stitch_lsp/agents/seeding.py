@@ -1,8 +1,8 @@
 """The builtin generator as the seed of a step-by-step run (torch-free: it runs in its worker).
 
 Each subtask's block becomes a subproblem file (`partial.subproblem`); the generator runs on all
-of them in one worker, and what it handles is spliced into the block as that subtask's first
-attempt. What it refuses, the LLM writes.
+of them in one worker, and what it generates whole is spliced into the block as that subtask's
+first attempt. What it refuses, or would leave as PyTorch fallbacks, the LLM writes.
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ def builtin_group_seeds(
         )
     seeds: dict[str, partial.GroupSeed] = {}
     for sub, cand in zip(subs, candidates, strict=True):
-        if cand.handled and cand.source:
+        fallbacks = [op for g in cand.groups if g.kind == "aten" for op in g.ops]
+        if cand.handled and cand.source and not fallbacks:
             seeds[sub.group] = partial.GroupSeed(sub, cand.source)
+        elif fallbacks:  # ops it would leave in PyTorch: the LLM writes this group
+            log.info("builtin generator: group %s falls back to PyTorch: %s", sub.group, fallbacks)
         else:
             log.info("builtin generator: group %s not handled: %s", sub.group, cand.reason)
     return seeds

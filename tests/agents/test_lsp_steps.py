@@ -64,4 +64,5 @@ async def test_generate_shows_each_subtask(client: StitchClient, tmp_path: Path)
     ]
     text = (tmp_path / "conv3_scan_stitch.py").read_text()
     assert "logcumsumexp = _row_logcumsumexp(conv2)" in text and "_stitch_k3_group(self)" in text
-    assert any("3 subtasks" in m.message for m in client.messages)
+    # the toast is the verdict alone; the whole sentence, subtasks and all, goes to the log
+    assert any("3 subtasks" in m.message for m in client.log_messages)
