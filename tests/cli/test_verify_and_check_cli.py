@@ -57,6 +57,22 @@ def test_a_cu_candidate_is_refused_up_front_in_one_line(tmp_path: Path, as_json:
         assert proc.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("kernel.cuh", "a .cuh file"), ("solution.ipynb", "a .ipynb file"), ("cand", "not a .py")],
+)
+def test_any_candidate_that_is_not_a_py_file_is_refused(
+    tmp_path: Path, name: str, kind: str
+) -> None:
+    (tmp_path / name).write_text("class ModelNew: pass\n")
+    proc = stitch("verify", str(REFERENCE), name, cwd=tmp_path)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    # the one line is the refusal: no stage began (a stage would print its own line)
+    assert line.startswith(f"stitch-lsp verify: candidate {name} is {kind}"), line
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_reference_that_is_not_python_is_refused_too(tmp_path: Path) -> None:
     (tmp_path / "ref.cu").write_text(CUDA_TYPO)
     proc = stitch("verify", "ref.cu", str(REFERENCE), cwd=tmp_path)

@@ -1,9 +1,13 @@
 """The extension in a real VS Code: code-server with the packaged .vsix, driven by Chromium.
 
-What a new user does, on a machine without a GPU: open a reference, see stitch diagnostics in
-Problems (on a candidate that falls back to PyTorch), run Generate (compile-only), see the new
-file open, open the results panel (attempts, verify state, roofline), and show a real Nsight
-Compute report with its kernel on the roofline. Screenshots of every step are kept in
+What a new user does, on a machine without a GPU: open a reference (no Profile lens: no ncu
+here), see stitch diagnostics in Problems (on a candidate that falls back to PyTorch), run
+Generate (compile-only) and read the jobs view (stage, elapsed time and device shown whole),
+see the new file open and the finished notification (verdict first, whole), open the results
+panel (no notification over it; the plan with its reference lines, the rubric, "No timing"
+instead of charts, the measured DRAM roof), and show a real Nsight Compute report: its kernel on
+the roofline under the same roof, the kernel table scrolling in its container and sorting, the
+reference's side and the way to add its report. Screenshots of every step are kept in
 $STITCH_E2E_ARTEFACTS (default out/e2e-screenshots/) for a person to look at.
 
 Needs the tools that `client-vscode/test/codeserver/install-tools.sh` installs (`.ci/run` runs
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -92,6 +97,9 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
     for f in ("layernorm_gelu.py", "relu_bias_inline.py"):
         shutil.copy(REPO / "examples" / f, workspace / f)
     shutil.copy(CLIENT / "test" / "fixtures" / "model_new_fallback.py", workspace)
+    # The report sits in the workspace, as a user's would: the panel names it relative to it.
+    (workspace / "profiles").mkdir()
+    report = shutil.copy(REPORT, workspace / "profiles" / REPORT.name)
     (data / "User").mkdir(parents=True)
     (data / "User" / "settings.json").write_text(
         json.dumps(
@@ -145,7 +153,7 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
         wait_http(f"http://127.0.0.1:{port}/healthz", 120)
         drive = subprocess.run(
             [str(NODE24), str(DRIVER), f"http://127.0.0.1:{port}", str(workspace), str(shots),
-             str(REPORT)],
+             str(report)],
             env=env, capture_output=True, text=True, timeout=900, check=False,
         )  # fmt: skip
     finally:
@@ -170,9 +178,15 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
         "2-generating",
         "3-generated-file",
         "4-results-generated",
+        "4b-results-plan-rubric",
         "5-results-roofline",
+        "5b-kernel-table",
         "6-compare",
     ]
+    # No GPU and no ncu here: no Profile lens (Generate is offered).
+    lenses = seen["referenceLenses"]
+    assert any("Generate fused CUDA" in x for x in lenses), lenses
+    assert not any("Profile with Nsight Compute" in x for x in lenses), lenses
     assert any("falls back" in p for p in seen["problems"]), seen["problems"]
     assert seen["generated"] and (workspace / "layernorm_gelu_stitch.py").is_file()
     text = (workspace / "layernorm_gelu_stitch.py").read_text()
@@ -181,8 +195,39 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
     assert "Attempts" in generated and "compiled" in generated and "Roofline" in generated
     assert "this file" in generated  # the attempt whose code is the open file
     profiled = seen["profiledResults"]
-    assert "relu_bias" in profiled and "Roofs measured by Nsight Compute" in profiled
+    assert "relu_bias" in profiled and "Roofs: NVIDIA H200: measured bandwidth" in profiled
     assert seen["progressCancellable"], "Generate's progress has no Cancel button"
     assert "generate layernorm_gelu.py" in seen["jobRow"], seen["jobRow"]
+    # The jobs view: stage with elapsed time, and the device, on rows shown whole.
+    rows = seen["jobRows"]
+    assert any(re.fullmatch(r"\S.*\s\d+:\d\d", r.replace("\n", " ").strip()) for r in rows), rows
+    assert "on CPU" in [r.strip() for r in rows], rows
+    assert seen["jobRowsCut"] == [], seen["jobRowsCut"]
+    # The finished toast: the verdict first, whole.
+    assert seen["finishedToast"].startswith("Compiled, NOT verified (no GPU)"), seen[
+        "finishedToast"
+    ]
+    assert not seen["finishedToastCut"], seen["finishedToast"]
+    # The results panel is not covered by a notification.
+    assert seen["toastsOverResults"] == 0 and seen["toastsOverProfiled"] == 0
+    # After a compile-only generate: the plan's groups with their reference lines, the rubric,
+    # and "No timing" instead of a timeline or a speedup chart.
+    assert "Plan" in generated and "fusion group" in generated, generated
+    assert seen["planLines"] and all(x.startswith("line ") for x in seen["planLines"])
+    assert "anti-hacking" in generated and "compliance" in generated, generated
+    assert "No timing" in generated
+    assert seen["generatedCharts"] == {"timeline": 0, "speedups": 0}
+    # One DRAM roof in both panels: the H200's measured 4,120 GB/s.
+    assert "DRAM 4,120 GB/s" in seen["generatedRoofLabel"], seen["generatedRoofLabel"]
+    assert "DRAM 4,120 GB/s" in seen["profiledRoofLabel"], seen["profiledRoofLabel"]
+    # The reference beside the candidate: its side, and the way to add its report.
+    assert "reference" in profiled and seen["addReferenceButton"] == 1
+    assert "The reference's kernels are not on the chart" in profiled
+    # The kernel table scrolls in its container; the page does not overflow; it sorts.
+    assert seen["pageOverflow"] <= 0 and seen["tableScrolls"] == "auto", seen
+    assert (seen["sortFirst"], seen["sortSecond"]) == ("ascending", "descending")
+    # No developer's folder in what the panels show.
+    for text in (generated, profiled):
+        assert str(tmp_path) not in text and str(REPO) not in text, text
     for name in seen["steps"]:
         assert (shots / f"{name}.png").stat().st_size > 10_000, name

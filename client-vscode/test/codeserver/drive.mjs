@@ -89,6 +89,8 @@ try {
     .locator(".codelens-decoration", { hasText: "Generate fused CUDA implementation" })
     .first()
     .waitFor({ timeout: T(120_000) });
+  // No GPU and no ncu here: nothing offers a profile that cannot run.
+  seen.referenceLenses = await page.locator(".codelens-decoration").allInnerTexts();
   await openFile("model_new_fallback.py");
   await page.keyboard.press("Control+Shift+M");
   const problem = page.locator(".markers-panel .monaco-list-row", { hasText: "falls back" }).first();
@@ -117,6 +119,35 @@ try {
     .locator(".monaco-list-row", { hasText: "generate layernorm_gelu.py" })
     .first()
     .innerText();
+  // The job's stage and elapsed time, and its device, are rows of their own: each must be
+  // shown whole in the sidebar (no label cut with an ellipsis).
+  const jobsPane = page.locator(".pane", { has: jobsHeader });
+  const jobRows = jobsPane.locator(".monaco-list-row");
+  await page.waitForFunction(
+    () => [...document.querySelectorAll(".pane .monaco-list-row")].some((r) => /\d:\d\d/.test(r.innerText)),
+    null,
+    { timeout: T(30_000) },
+  );
+  // A row's label and description as the eye reads them, a space apart (innerText runs the
+  // two spans together).
+  seen.jobRows = await jobRows.evaluateAll((rows) =>
+    rows.map(
+      (r) =>
+        [...r.querySelectorAll(".label-name, .label-description")]
+          .map((e) => e.textContent.trim())
+          .filter(Boolean)
+          .join(" ") || r.innerText,
+    ),
+  );
+  seen.jobRowsCut = await jobRows.evaluateAll((rows) =>
+    rows
+      .filter((r) =>
+        [...r.querySelectorAll(".label-name, .label-description")].some(
+          (e) => e.scrollWidth > e.clientWidth + 1,
+        ),
+      )
+      .map((r) => r.innerText),
+  );
   await shot("2-generating");
   await page
     .locator('.tab[aria-label^="layernorm_gelu_stitch.py"]')
@@ -127,6 +158,14 @@ try {
     .first()
     .waitFor();
   seen.generated = existsSync(path.join(workspace, "layernorm_gelu_stitch.py"));
+  // The finished notification: the verdict first, short enough to be read whole.
+  const finished = page.locator(".notification-toast", { hasText: "NOT verified" }).first();
+  await finished.waitFor({ timeout: T(30_000) });
+  seen.finishedToast = await finished.locator(".notification-list-item-message").first().innerText();
+  seen.finishedToastCut = await finished
+    .locator(".notification-list-item-message")
+    .first()
+    .evaluate((e) => e.scrollWidth > e.clientWidth + 1);
   await palette("View: Hide Panel"); // room for the new file
   await shot("3-generated-file");
 
@@ -140,8 +179,24 @@ try {
   const frame = resultsFrame();
   await frame.locator("h1", { hasText: "layernorm_gelu_stitch.py" }).waitFor({ timeout: T(60_000) });
   await frame.locator("svg.roofline polyline.roof").waitFor();
+  await frame
+    .locator("table.plan-groups a.line")
+    .first()
+    .waitFor({ timeout: T(30_000) });
   seen.generatedResults = await frame.locator("body").innerText();
+  seen.generatedRoofLabel = await frame.locator("svg.roofline text.roof-label").allTextContents();
+  seen.planLines = await frame.locator("table.plan-groups a.line").allInnerTexts();
+  seen.generatedCharts = {
+    timeline: await frame.locator("svg.timeline").count(),
+    speedups: await frame.locator("svg.speedups").count(),
+  };
+  // Opening the panel put the notifications away: nothing covers it.
+  await page.waitForTimeout(500);
+  seen.toastsOverResults = await page.locator(".notification-toast").count();
   await shot("4-results-generated");
+  await frame.locator("h2", { hasText: "Plan" }).scrollIntoViewIfNeeded();
+  await frame.locator("h2", { hasText: "Plan" }).evaluate((e) => e.scrollIntoView({ block: "start" }));
+  await shot("4b-results-plan-rubric");
 
   // 4. A real Nsight Compute report on relu_bias_inline.py: its kernel on the roofline.
   await openFile("relu_bias_inline.py");
@@ -173,7 +228,26 @@ try {
   }
   await point.first().waitFor({ timeout: T(10_000) });
   seen.profiledResults = await frame2.locator("body").innerText();
+  seen.profiledRoofLabel = await frame2.locator("svg.roofline text.roof-label").allTextContents();
+  seen.addReferenceButton = await frame2.locator("button[data-action=addReferenceReport]").count();
+  // The kernel table scrolls inside its container; the page itself never gets wider.
+  seen.pageOverflow = await frame2
+    .locator("body")
+    .evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  seen.tableScrolls = await frame2
+    .locator("div.scroll")
+    .first()
+    .evaluate((e) => getComputedStyle(e).overflowX);
+  seen.toastsOverProfiled = await page.locator(".notification-toast").count();
   await shot("5-results-roofline");
+  // Sortable: a click on "time µs" sorts by it, ascending, then descending.
+  const timeHead = frame2.locator("table.kernels th", { hasText: "time µs" });
+  await timeHead.evaluate((e) => e.scrollIntoView({ block: "start" }));
+  await timeHead.click();
+  seen.sortFirst = await timeHead.getAttribute("aria-sort");
+  await timeHead.click();
+  seen.sortSecond = await timeHead.getAttribute("aria-sort");
+  await shot("5b-kernel-table");
 
   // 5. Compare the generated file with its reference, side by side.
   await openFile("layernorm_gelu_stitch.py");

@@ -383,8 +383,7 @@ def _plan_of(rec: dict[str, Any]) -> PlanView | None:
         if not isinstance(message, dict) or message.get("role") != "user":
             continue
         text = message.get("content")
-        at = text.find(PLAN_MARK) if isinstance(text, str) else -1
-        if at < 0:
+        if not isinstance(text, str) or (at := text.find(PLAN_MARK)) < 0:
             continue
         start = text.find("{", at)
         try:
