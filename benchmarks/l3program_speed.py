@@ -13,7 +13,14 @@ L2 flushed before each run, median of N):
   plain           our candidate with STITCH_CUDA_GRAPH=0 (every launch from the host);
   compile_ro      torch.compile(mode="reduce-overhead"), only with --compile (slow to build).
 
+The tolerance is KernelBench's for the problem's dtype: 1e-4 for float32, 1e-2 where the
+reference's floating inputs or parameters are bfloat16 or float16. PATHS are problem folders
+(numbered KernelBench files, `--only` picks numbers) or problem files (real models: their case
+comes from STITCH_MODEL_SIZE / STITCH_MODEL_DTYPE). Generation runs in `--jobs` processes.
+
     python3 benchmarks/l3program_speed.py tests/data/kernelbench/level3 --only 35,39,8 --json o.json
+    STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16 \
+        python3 benchmarks/l3program_speed.py benchmarks/real_models/[a-z]*.py --jobs 8
 """
 
 from __future__ import annotations
@@ -34,6 +41,15 @@ from builtin_speed import _import, prebuild, problem_files
 
 from stitch_lsp.compiler.worker.generate import generate
 from stitch_lsp.verify.worker.timing import L2Flusher
+
+
+def tolerance(model: Any, inputs: list[Any]) -> float:
+    """KernelBench's atol = rtol for the problem's precision."""
+    floats = [
+        t for t in [*inputs, *model.parameters()] if torch.is_tensor(t) and t.is_floating_point()
+    ]
+    half = any(t.dtype in (torch.bfloat16, torch.float16) for t in floats)
+    return 1e-2 if half else 1e-4
 
 
 def _flat(out: Any) -> list[Any]:
@@ -86,6 +102,7 @@ def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool)
     torch.manual_seed(0)
     inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
     worst = 0.0
+    tol = tolerance(model, inputs)
     with torch.no_grad():
         for call in range(3):  # warm-up, capture, replay
             torch.manual_seed(call)
@@ -93,9 +110,9 @@ def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool)
             torch.manual_seed(call)
             got = _flat(model_new(*inputs))
             for g, w in zip(got, want, strict=True):
-                if not torch.allclose(g, w, atol=1e-4, rtol=1e-4):
-                    worst = max(worst, float((g - w).abs().max()))
-    row: dict[str, Any] = {"correct": worst == 0.0, "max_err_beyond_tol": worst}
+                if not torch.allclose(g, w, atol=tol, rtol=tol):
+                    worst = max(worst, float((g.float() - w.float()).abs().max()))
+    row: dict[str, Any] = {"correct": worst == 0.0, "max_err_beyond_tol": worst, "tol": tol}
     row["mode"] = model_new._stitch_runner.mode
     row["reason"] = model_new._stitch_runner.reason
     row["eager_ms"] = _time(model, inputs, flush, runs)
@@ -129,18 +146,35 @@ def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool)
     return row
 
 
+def _generate_one(f: Path) -> Any:
+    return generate(f, f.name)
+
+
+def generate_all(files: list[Path], jobs: int) -> dict[Path, Any]:
+    """The builtin candidate of each file, in `jobs` processes (forked before CUDA starts)."""
+    if jobs <= 1:
+        return {f: generate(f, f.name) for f in files}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+        return dict(zip(files, ex.map(_generate_one, files), strict=True))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("folder")
-    ap.add_argument("--only", help="comma-separated problem numbers")
+    ap.add_argument("paths", nargs="+", type=Path, help="problem folders or files")
+    ap.add_argument("--only", help="comma-separated problem numbers (in folders)")
+    ap.add_argument("--jobs", type=int, default=1, help="generator processes")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--compile", action="store_true", help="also time reduce-overhead")
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    files = problem_files(Path(args.folder), args.only)
-    cands = {f: generate(f, f.name) for f in files}
+    files = [f for p in args.paths for f in (problem_files(p, args.only) if p.is_dir() else [p])]
+    cands = generate_all(files, args.jobs)
     prebuild([c.source for c in cands.values() if c.source], 14)
     flush = L2Flusher(torch.device("cuda"))
     tmp = Path(tempfile.mkdtemp())
