@@ -52,6 +52,30 @@ def tolerance(model: Any, inputs: list[Any]) -> float:
     return 1e-2 if half else 1e-4
 
 
+def fp64_distances(model: Any, model_new: Any, inputs: list[Any]) -> dict[str, Any]:
+    """On a miss: the largest distance of the candidate and of the reference itself from the
+    reference run in float64 (same weights), first output; a deep bf16 network's eager result
+    is itself far from the exact answer, and this says whether ours is further."""
+    from stitch_lsp.verify.worker.precision import float64_model, run64
+
+    try:
+        model64 = float64_model(model)
+        exact = run64(model64, inputs)[0]
+        del model64
+        with torch.no_grad():
+            torch.manual_seed(0)
+            ref = _flat(model(*inputs))[0].double()
+            torch.manual_seed(0)
+            new = _flat(model_new(*inputs))[0].double()
+        return {
+            "candidate_fp64_err": float((new - exact).abs().max()),
+            "reference_fp64_err": float((ref - exact).abs().max()),
+            "fp64_scale": float(exact.abs().max()),
+        }
+    except Exception as exc:  # no float64 kernel, out of memory: the miss stands as it is
+        return {"fp64_note": f"{type(exc).__name__}: {exc}"[:200]}
+
+
 def _flat(out: Any) -> list[Any]:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
@@ -113,6 +137,8 @@ def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool)
                 if not torch.allclose(g, w, atol=tol, rtol=tol):
                     worst = max(worst, float((g.float() - w.float()).abs().max()))
     row: dict[str, Any] = {"correct": worst == 0.0, "max_err_beyond_tol": worst, "tol": tol}
+    if worst:
+        row.update(fp64_distances(model, model_new, inputs))
     row["mode"] = model_new._stitch_runner.mode
     row["reason"] = model_new._stitch_runner.reason
     row["eager_ms"] = _time(model, inputs, flush, runs)
@@ -170,15 +196,22 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--compile", action="store_true", help="also time reduce-overhead")
     ap.add_argument("--json")
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the rows already in --json and skip them"
+    )
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     files = [f for p in args.paths for f in (problem_files(p, args.only) if p.is_dir() else [p])]
+    rows: list[dict[str, Any]] = []
+    if args.resume and args.json and Path(args.json).is_file():
+        rows = json.loads(Path(args.json).read_text())
+        done = {r["problem"] for r in rows}
+        files = [f for f in files if f.stem not in done]
     cands = generate_all(files, args.jobs)
     prebuild([c.source for c in cands.values() if c.source], 14)
     flush = L2Flusher(torch.device("cuda"))
     tmp = Path(tempfile.mkdtemp())
-    rows = []
     for f in files:
         cand = cands[f]
         if not cand.handled:
@@ -198,6 +231,10 @@ def main() -> int:
         except Exception as exc:  # one broken problem must not end the run
             print(f"{f.stem}: FAILED {type(exc).__name__}: {exc}")
             rows.append({"problem": f.stem, "handled": True, "error": str(exc)[:500]})
+            if "CUDA error" in str(exc):  # the context is lost: --resume goes on in a new process
+                if args.json:
+                    Path(args.json).write_text(json.dumps(rows, indent=2))
+                return 3
             continue
         row = {"problem": f.stem, "handled": True, **row}
         rows.append(row)
@@ -209,6 +246,13 @@ def main() -> int:
             f"graph gain {row['graph_vs_plain']:.2f}x, rule chose the faster: "
             f"{row['rule_chose_faster']}"
         )
+        if not row["correct"]:
+            print(
+                f"  {f.stem}: beyond tolerance by {row['max_err_beyond_tol']:.3g}; from float64: "
+                f"ours {row.get('candidate_fp64_err', float('nan')):.3g}, the reference "
+                f"{row.get('reference_fp64_err', float('nan')):.3g} (scale "
+                f"{row.get('fp64_scale', float('nan')):.3g}) {row.get('fp64_note', '')}"
+            )
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2))
         del row

@@ -838,6 +838,9 @@ class Builder:
         }
         if transposed:
             params["output_padding"] = tup(output_padding)
+        stored = self.dtype_of(x.vid)
+        if stored in ("bfloat16", "float16"):  # cuDNN returns the input's type
+            params["dtype"] = stored
         y = self.add("conv", fn, [x, w], out, **params)
         if isinstance(b, Use):
             y = self.ew("add", [y, self.view(b, (out[1],) + (1,) * dims)], shape=out)

@@ -26,7 +26,7 @@ from torch.fx.experimental.proxy_tensor import PythonKeyTracer, make_fx
 from stitch_lsp.compiler.attr_path import display_path
 from stitch_lsp.compiler.builder import MinMax, select_op
 from stitch_lsp.compiler.catalog import EwOp
-from stitch_lsp.compiler.ir import Const, Graph, Leaf, Shape, Unsupported, Use
+from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use
 from stitch_lsp.compiler.worker.capture_leaves import (
     LEAF_OP,
     LeafCall,
@@ -207,6 +207,9 @@ class AtenConverter(Converter):
         if why == IN_PLACE:
             if self._buffer_written(n) is not None:
                 return self._buffer_update(n, exc)
+            made = self._fresh_fallback_written(n)
+            if made is not None:
+                return self._fallback_update(n, made, exc)
             twin = out_of_place(n.target)
             try:
                 self.check_inplace(n)
@@ -286,6 +289,62 @@ class AtenConverter(Converter):
             effect=True,
         )
         return Use(leaf.vid, leaf.shape)
+
+    def _fresh_fallback_written(self, n: torch.fx.Node) -> Use | None:
+        """The operand an in-place op writes, where it is (a view of) a tensor a fallback made
+        fresh (`attn_mask = x.new_zeros(...)`, then `attn_mask[a:b, c:d] = k`) and no generated
+        kernel has read yet: PyTorch may write it in place, as the reference does."""
+        first = n.args[0] if n.args else None
+        v = self.env.get(first) if isinstance(first, torch.fx.Node) else None
+        if not isinstance(v, Use) or v.vid in self.g.leaves:
+            return None
+        base = self.g.node(v.vid)
+        readers = [m for m in self.g.nodes if any(u.vid == v.vid for u in m.uses)]
+        if base is None or any(not m.params.get("effect") for m in readers):
+            return None
+        if base.kind == "ew" and base.fn == "identity" and not base.uses and not readers:
+            _materialise_fill(base)  # zeros/full the reference then writes into: made by PyTorch
+        if base.kind != "aten" or base.params.get("copy"):
+            return None  # a result that may share an operand's memory must not be written
+        if base.dtype not in DTYPES.values() or base.params.get("effect"):
+            return None
+        return v
+
+    def _fallback_update(self, n: torch.fx.Node, written: Use, exc: Unsupported) -> Use:
+        """The in-place op as an effect on the fallback's tensor, run where the reference runs
+        it; later reads of that tensor come after it in the program."""
+        target, args = n.target, None
+        value = self._constant_source(n)
+        if value is not None:  # `mask[a:b] = k`: fill the view with k, no tensor made for k
+            target, args = torch.ops.aten.fill_.Scalar, (n.args[0], value)
+        try:
+            call = spelled_call(n, self._fallback_value, target, args)
+        except (NotPlain, Unsupported) as bad:
+            raise Unsupported(f"{exc} (and an argument ({bad}) has no source spelling)") from exc
+        fn = f"{_name(target)}.{getattr(target, '_overloadname', 'default')}"
+        self.b.add(
+            "aten",
+            fn,
+            list(call.operands),
+            (),
+            call=call.template,
+            dtype="effect",
+            why="writes a tensor made in PyTorch in place, as the reference does",
+            site=self.desc(n),
+            effect=True,
+        )
+        return written
+
+    def _constant_source(self, n: torch.fx.Node) -> float | None:
+        """The number a `copy_(view, src)` copies, where src is a constant fill."""
+        if _name(n.target) != "copy_" or len(n.args) < 2 or n.kwargs:
+            return None
+        src = self.env.get(n.args[1]) if isinstance(n.args[1], torch.fx.Node) else None
+        node = self.g.node(src.vid) if isinstance(src, Use) else None
+        if node is None or node.kind != "ew" or node.fn != "identity" or node.uses:
+            return None
+        (value,) = node.args
+        return float(value.value) if isinstance(value, Const) else None
 
     def _fallback_value(self, a: torch.fx.Node) -> Any:
         v = self.val(a)
@@ -461,6 +520,23 @@ def capture_aten(
     if count > MAX_ATEN_NODES:
         raise Unsupported(f"forward unrolls into {count} ATen ops (more than {MAX_ATEN_NODES})")
     return AtenConverter(gm, names, plain, records, model, inputs, input_names, path).run()
+
+
+def _materialise_fill(node: Node) -> None:
+    """A constant fill (`ew identity` of one number, recomputed wherever it is read) becomes
+    `aten.full`, a tensor PyTorch makes, so that an in-place write into it can run as well."""
+    (value,) = node.args
+    assert isinstance(value, Const)
+    dtype = node.dtype if node.dtype in DTYPES.values() else "float32"
+    node.kind = "aten"
+    node.fn = "full.default"
+    node.args = []
+    node.params = {
+        "call": f"torch.ops.aten.full.default({list(node.shape)!r}, {float(value.value)!r}, "
+        f"dtype=torch.{dtype}, device=dev)",
+        "dtype": dtype,
+        "why": "the reference writes into it in place",
+    }
 
 
 def _may_fall_back(n: torch.fx.Node) -> bool:

@@ -129,18 +129,20 @@ def _literal(v: Any, call: Call, value_of: Any) -> str:
     raise NotPlain(type(v).__name__)
 
 
-def spelled_call(n: torch.fx.Node, value_of: Any, target: Any = None) -> Call:
+def spelled_call(
+    n: torch.fx.Node, value_of: Any, target: Any = None, args: tuple[Any, ...] | None = None
+) -> Call:
     """`torch.ops.aten.<packet>.<overload>(args, name=kwargs)`, operands as slots; `target`
-    replaces the node's op (an in-place op's out-of-place twin)."""
+    replaces the node's op (an in-place op's out-of-place twin), `args` its arguments."""
     target = n.target if target is None else target
     packet = getattr(target, "overloadpacket", None)
     overload = getattr(target, "_overloadname", None)
     if packet is None or overload is None:
         raise Unsupported("not an ATen operator")
     call = Call("")
-    args = [_literal(a, call, value_of) for a in n.args]
-    args += [f"{k}={_literal(v, call, value_of)}" for k, v in n.kwargs.items()]
-    call.template = f"torch.ops.aten.{packet.__name__}.{overload}({', '.join(args)})"
+    spelled = [_literal(a, call, value_of) for a in (n.args if args is None else args)]
+    spelled += [f"{k}={_literal(v, call, value_of)}" for k, v in n.kwargs.items()]
+    call.template = f"torch.ops.aten.{packet.__name__}.{overload}({', '.join(spelled)})"
     return call
 
 
