@@ -118,6 +118,9 @@ def score_rules(
         )
     else:
         cov = _item(5, f"{kernels} CUDA kernel(s); no torch compute operators in the Python code")
+    if verdict.attribution and code:
+        # Measured on the GPU: how much of the time the candidate's own kernels run.
+        cov = cov.model_copy(update={"reasons": [*cov.reasons, verdict.attribution]})
 
     comp = _compliance(
         code, verdict, stage, plan, previous, kernels, errors, partial_groups, step_base

@@ -80,6 +80,7 @@ def to_verdict(result: VerifyResult, *, compile_only: bool) -> Verdict:
         else:
             status, message = "rejected", "nothing was built: the candidate carries no CUDA"
     timing = getattr(result, "timing", None)
+    shares = getattr(result, "attribution", None)
     return Verdict(
         status=status,
         message=message,
@@ -91,9 +92,27 @@ def to_verdict(result: VerifyResult, *, compile_only: bool) -> Verdict:
         candidate_ms=timing.candidate.median if timing and timing.candidate else None,
         speedup_vs_best=getattr(result, "speedup_vs_best", None),
         best_baseline=getattr(result, "best_baseline", None),
-        timeline=describe_timelines(getattr(result, "timeline", None)),
+        timeline="\n".join(
+            t
+            for t in (
+                describe_timelines(getattr(result, "timeline", None)),
+                describe_attribution(shares),
+            )
+            if t
+        )
+        or None,
         compile_s=build.seconds if build else None,
+        custom_share=shares.own if shares is not None and shares.gpu_ms > 0 else None,
+        attribution=describe_attribution(shares) if shares is not None else None,
     )
+
+
+def describe_attribution(shares: object) -> str | None:
+    """The attribution line (`custom kernels: 18% of GPU time ...`), or None."""
+    from stitch_lsp.models.verify import Attribution
+    from stitch_lsp.verify.attribution import describe
+
+    return describe(shares) if isinstance(shares, Attribution) and shares.gpu_ms > 0 else None
 
 
 def describe_timelines(report: object) -> str | None:

@@ -274,6 +274,12 @@ class Verdict(Record):
         None, description="The candidate's and the reference's per-forward timelines, as text."
     )
     compile_s: float | None = None
+    custom_share: float | None = Field(
+        None, description="Share of the candidate's GPU time in its own kernels (attribution)."
+    )
+    attribution: str | None = Field(
+        None, description="`custom kernels: 18% of GPU time (vendor 80%: ...)`, as text."
+    )
     profile_hints: list[str] = Field(default_factory=list)
     profile_summary: str | None = None
 

@@ -109,6 +109,9 @@ class CorrectnessReport(Record):
     tf32: bool = False
     inputs_mutated: bool = False
     precision: PrecisionReport | None = None
+    output_scale: float | None = Field(
+        None, description="max |y| of the reference's outputs; below atol, allclose says little."
+    )
 
 
 class TimingStats(Record):
@@ -141,8 +144,15 @@ class TimingReport(Record):
     floor_ms: float | None = Field(None, description="Roofline floor: bytes and FLOPs at peak.")
     floor_bandwidth: float | None = Field(None, description="Bytes/s the floor assumes.")
     floor_source: str | None = Field(None, description="Where that bandwidth comes from.")
-    bytes_moved: int | None = None
-    flops: int | None = None
+    bytes_moved: int | None = Field(
+        None, description="Input and output bytes: what any correct program reads and writes."
+    )
+    flops: int | None = Field(
+        None,
+        description="The least FLOPs any algorithm does (a convolution's direct count over its "
+        "window size, as Winograd and FFT need less); the floor uses these.",
+    )
+    flops_direct: int | None = Field(None, description="FLOPs of the direct algorithms.")
 
 
 class KernelShare(Record):
@@ -181,6 +191,32 @@ class TimelineReport(Record):
     note: str | None = Field(None, description="Why a timeline is missing.")
 
 
+class Attribution(Record):
+    """Who ran the candidate's GPU time in one forward: kernels it compiled itself, vendor
+    libraries (cuBLAS, cuBLASLt, cuDNN, CUTLASS) or PyTorch's own kernels. A fused program may
+    keep its GEMM or convolution on a vendor library; a candidate whose reference is that heavy
+    op alone may not (StitchCUDA's "fake CUDA acceleration")."""
+
+    gpu_ms: float = Field(0.0, description="GPU time per forward (kernels, copies, memsets).")
+    own: float = Field(0.0, description="Share of it in kernels the candidate defines.")
+    vendor: float = Field(0.0, description="Share in cuBLAS/cuBLASLt/cuDNN/CUTLASS kernels.")
+    pytorch: float = Field(0.0, description="Share in PyTorch's kernels (ATen, Triton, cub).")
+    other: float = Field(0.0, description="Copies, memsets and kernels of no known origin.")
+    own_kernels: list[str] = Field(
+        default_factory=list, description="`__global__` names the candidate's sources define."
+    )
+    top: dict[str, list[KernelShare]] = Field(
+        default_factory=dict, description="The largest kernels of each class (own, vendor, ...)."
+    )
+    reference_ops: list[str] = Field(
+        default_factory=list, description="Compute operators (ATen) the reference's forward ran."
+    )
+    heavy_alone: str | None = Field(
+        None, description="gemm or conv when the reference is that heavy operator alone."
+    )
+    note: str | None = None
+
+
 class ExploitFinding(Record):
     code: str = Field(description="stitch.exploit.<kind>")
     message: str
@@ -209,6 +245,9 @@ class VerifyResult(Record):
     )
     best_baseline: str | None = Field(None, description="Which baseline that was.")
     timeline: TimelineReport | None = None
+    attribution: Attribution | None = Field(
+        None, description="Own, vendor and PyTorch shares of the candidate's GPU time."
+    )
     exploits: list[ExploitFinding] = Field(default_factory=list)
     log_tail: str = ""
     wall_seconds: float = 0.0

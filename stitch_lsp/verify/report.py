@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stitch_lsp.models.verify import PrecisionReport, TimingStats, VerifyResult
+from stitch_lsp.verify import attribution
 from stitch_lsp.verify.baselines import LABELS
 from stitch_lsp.verify.timeline import describe, describe_top
 
@@ -88,6 +89,8 @@ def render(result: VerifyResult) -> str:
                 lines.extend(f"    {k}" for k in describe_top(one))
     if tl is not None and tl.note:
         lines.append(f"  timeline note: {tl.note}")
+    if result.attribution is not None:
+        lines.extend(attribution_lines(result))
     for e in result.exploits:
         lines.append(f"exploit {e.code}: {e.message}")
     for d in result.diagnostics:
@@ -99,6 +102,22 @@ def render(result: VerifyResult) -> str:
         lines.append(f"sandbox: {result.sandbox}")
     lines.append(f"wall: {result.wall_seconds:.1f} s")
     return "\n".join(lines)
+
+
+def attribution_lines(result: VerifyResult) -> list[str]:
+    """`custom kernels: 18% of GPU time (vendor 80%: nvjet_...)` and what the reference is."""
+    a = result.attribution
+    if a is None:
+        return []
+    lines = [attribution.describe(a)]
+    if a.heavy_alone:
+        lines.append(
+            f"  the reference is {a.heavy_alone} alone ({', '.join(a.reference_ops)}): its "
+            "heavy work must run in the candidate's own kernels"
+        )
+    if a.note and a.gpu_ms > 0:
+        lines.append(f"  attribution note: {a.note}")
+    return lines
 
 
 def precision_lines(p: PrecisionReport) -> list[str]:
@@ -154,6 +173,8 @@ def hover_markdown(result: VerifyResult, title: str) -> str:
     c = result.correctness
     if c is not None and c.precision is not None:
         lines.append("\n".join(precision_lines(c.precision)).strip())
+    if result.attribution is not None:
+        lines.append(attribution.describe(result.attribution))
     tl = result.timeline
     if tl is not None:
         for label, one in (("Reference", tl.reference), ("Candidate", tl.candidate)):

@@ -101,3 +101,24 @@ def test_every_static_hack_rule_counts_as_a_hack(tmp_path, code):
     v = Verdict(status="passed", speedup=1.0, diagnostics=[hack])
     r = score_rules(candidate("VERDICT passed"), v, CoderStage.draft, plan, None)
     assert r.major_hack and reward(r, v, CoderStage.draft) == 0.0
+
+
+def test_coverage_reports_the_measured_share_of_custom_kernels(tmp_path):
+    """Attribution from the Verifier reaches the rubric: a fused program keeping its GEMM on
+    cuBLAS is legitimate, and the coverage item says how much of the time is its own."""
+    from stitch_lsp.agents.verifier import to_verdict
+    from stitch_lsp.models.verify import Attribution, KernelShare, VerifyResult, VerifyStatus
+
+    shares = Attribution(
+        gpu_ms=0.2,
+        own=0.18,
+        vendor=0.82,
+        top={"vendor": [KernelShare(name="nvjet_tst_128x256", ms=0.16, calls=1, share=0.82)]},
+    )
+    v = to_verdict(VerifyResult(status=VerifyStatus.passed, attribution=shares), compile_only=False)
+    assert v.custom_share == pytest.approx(0.18)
+    assert v.attribution == "custom kernels: 18% of GPU time (vendor 82%: nvjet_tst_128x256)"
+    assert v.timeline is not None and v.attribution in v.timeline  # the Coder reads it too
+    plan = plan_from_analysis(fake_analysis(tmp_path, None))
+    r = score_rules(candidate("VERDICT passed"), v, CoderStage.draft, plan, None)
+    assert r.coverage.reasons[-1] == v.attribution

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import gc
+import secrets
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from stitch_lsp.models.findings import Severity
 from stitch_lsp.models.verify import (
+    Attribution,
     CorrectnessReport,
     ExploitFinding,
     PrecisionReport,
@@ -16,9 +20,10 @@ from stitch_lsp.models.verify import (
     TrialResult,
     VerifyStatus,
 )
+from stitch_lsp.verify import attribution
 from stitch_lsp.verify.baselines import apply_speedups
 from stitch_lsp.verify.timeline import Call, RecordingError, summarise
-from stitch_lsp.verify.worker import exploits, precision
+from stitch_lsp.verify.worker import activity, exploits, harness, optrace, precision
 from stitch_lsp.verify.worker.correctness import (
     clone_all,
     compare,
@@ -54,6 +59,22 @@ class GpuRun:
         self._inputs_on_device = True
         self._model64: torch.nn.Module | None = None
         self._model64_error: str | None = None
+        self._trace: optrace.ReferenceTrace | None = None
+        self.late: list[ExploitFinding] = []  # found while timing
+
+    def patched(self, when: str) -> list[ExploitFinding]:
+        """The harness-patch check against the snapshot taken before any import."""
+        before = self.w.harness
+        return exploits.check_harness(harness.patched(before), when) if before else []
+
+    def reference_trace(self, ref_model: Any) -> optrace.ReferenceTrace:
+        """The reference's operators and FLOPs, from one forward (made once)."""
+        if self._trace is None:
+            inputs = self.inputs(self.req.seed + 2000)
+            self._trace = optrace.trace(ref_model, inputs)
+            del inputs
+            torch.cuda.synchronize(self.device)
+        return self._trace
 
     def inputs(self, seed: int) -> list[Any]:
         """Fresh `get_inputs()`, created on the GPU directly when the file allows it (random
@@ -103,10 +124,18 @@ class GpuRun:
             torch.cuda.manual_seed(req.seed)
             cand_model = self.cand_mod.ModelNew(*init).to(self.device)
             w.result.build = w.watch.summary()
+            early = self.patched("after the candidate's import and __init__")
+            if early:
+                self.stop(early)
+                return
             w.phase("correctness")
             report, first_outs = self.correctness(ref_model, cand_model)
             w.result.correctness = report
             w.result.build = w.watch.summary()  # lazy (first-forward) builds are known now
+            early = self.patched("after the correctness trials")
+            if early:  # a patched comparison is not a verdict, whichever way it went
+                self.stop(early)
+                return
             if not report.passed:
                 bad = next((t for t in report.trials if not t.passed), None)
                 msg = (
@@ -134,6 +163,7 @@ class GpuRun:
             w.phase("timing")
             timing = self.timing(ref_model, cand_model)
             w.result.timing = timing
+            found += self.late
             side_stream = any(f.code == "stitch.exploit.side-stream" for f in found)
             # Work hidden on a side stream also beats the floor: report the cause, not the symptom.
             if req.exploit_checks and timing.candidate and timing.floor_ms and not side_stream:
@@ -144,6 +174,11 @@ class GpuRun:
                 w.phase("baselines")
                 self.extra_baselines(ref_model, timing)
                 apply_speedups(w.result)
+        self.stop(found)
+
+    def stop(self, found: list[ExploitFinding]) -> None:
+        """The verdict: exploit when any check failed, else passed."""
+        w = self.w
         w.result.exploits = found
         for f in found:
             w.result.diagnostics.append(w.candidate_finding(f.code, f.message))
@@ -272,6 +307,19 @@ class GpuRun:
             )
             found += exploits.check_constant_output(first["cand_outs"], first["ref_outs"])
         atol = rtol = self.w.result.correctness.atol if self.w.result.correctness else 1e-4
+        if first:
+            scale, warning, tiny = exploits.check_output_scale(
+                first["ref_outs"], first["cand_outs"], atol, rtol
+            )
+            if self.w.result.correctness is not None:
+                self.w.result.correctness.output_scale = scale
+            if warning is not None:
+                self.w.result.diagnostics.append(
+                    self.w.candidate_finding(
+                        "stitch.verify.tiny-output", warning, severity=Severity.warning
+                    )
+                )
+            found += tiny
         a = self.inputs(self.req.seed + 1000)
         b = self.inputs(self.req.seed + 1001)
         found += exploits.check_reuse_and_caching(ref_model, cand_model, a, b, atol, rtol)
@@ -323,9 +371,8 @@ class GpuRun:
 
     def timeline(self, ref_model: Any, cand_model: Any) -> list[ExploitFinding]:
         """Device activity of a few profiled forwards of each model (not the timed runs):
-        the timeline, and the side-stream check on the candidate's own records."""
-        from stitch_lsp.verify.worker import activity
-
+        the timeline, the side-stream check on the candidate's own records, and attribution
+        (own, vendor and PyTorch shares of its GPU time)."""
         report = TimelineReport()
         self.w.result.timeline = report
         inputs = self.inputs(self.req.seed + 3000)
@@ -335,11 +382,15 @@ class GpuRun:
             cand_calls = activity.record(cand_model, clone_all(inputs), calls=TIMELINE_FORWARDS)
         except (RecordingError, RuntimeError, AttributeError) as exc:
             report.note = f"no device activity for the candidate: {exc}"[:300]
+        self.w.result.attribution = self.attribution(ref_model, cand_calls, report.note)
         if self.req.exploit_checks:
             if cand_calls is not None:
                 found += exploits.check_side_stream(cand_calls)
             else:  # no activity records: the host-clock check, right on an unshared GPU
                 found += exploits.check_stream(cand_model, clone_all(inputs))
+            verdict = attribution.judge(self.w.result.attribution)
+            if verdict is not None:
+                found.append(verdict)
         if not self.req.timeline:
             return found
         if cand_calls is not None:
@@ -352,6 +403,21 @@ class GpuRun:
             report.note = (report.note or "") + f" no device activity for the reference: {exc}"
         return found
 
+    def attribution(self, ref_model: Any, calls: list[Call] | None, why: str | None) -> Attribution:
+        """Classify the candidate's kernels by who compiled them (see verify/attribution.py)."""
+        trace = self.reference_trace(ref_model)
+        if calls is None:
+            return Attribution(
+                reference_ops=attribution.compute_ops(trace.ops),
+                heavy_alone=attribution.heavy_alone(trace.ops),
+                note=why or "no device activity recorded",
+            )
+        own = attribution.kernel_names([_read(self.w.candidate_path), *self.w.watch.sources])
+        found = attribution.attribute(calls, own, reference_ops=trace.ops)
+        if trace.note:
+            found.note = f"reference {trace.note}"
+        return found
+
     # ------------------------------------------------------------------ timing
 
     def timing(self, ref_model: Any, cand_model: Any) -> TimingReport:
@@ -361,7 +427,16 @@ class GpuRun:
         self.flush = L2Flusher(self.device)
         report.tf32 = tf32_on()
         report.eager = stats(time_cuda(ref_model, self.sets, **self._kw()))
-        report.candidate = stats(time_cuda(cand_model, self.sets, **self._kw()))
+        # One timed run, picked at random (not from the seeded generators), is kept and checked.
+        keep = 1 + secrets.randbelow(req.timing_trials)
+        kept: list[tuple[int, Any]] = []
+        report.candidate = stats(
+            time_cuda(cand_model, self.sets, **self._kw(), keep_run=keep, kept=kept)
+        )
+        self.late += self.patched("after the timed runs")
+        if req.exploit_checks and kept and not self.late:
+            self.late += self.check_timed(ref_model, keep, kept[0])
+        kept.clear()
         if req.compare_compile:
             compiled: Any = None
             try:
@@ -378,7 +453,12 @@ class GpuRun:
             with torch.no_grad():
                 outs = flatten(ref_model(*self.sets[0]))
             nbytes = exploits.tensor_bytes(self.sets[0]) + exploits.tensor_bytes(outs)
-            flops = exploits.count_flops(ref_model, self.sets[0])
+            trace = self.reference_trace(ref_model)
+            # The least FLOPs any correct program does (fast convolutions do fewer than the
+            # direct count); without a trace, FlopCounterMode's count.
+            counted = trace.flops if trace.ops else exploits.count_flops(ref_model, self.sets[0])
+            flops = trace.flops_floor if trace.ops else counted
+            report.flops_direct = counted
             first = next((o for o in outs if isinstance(o, torch.Tensor)), None)
             dt = first.dtype if first is not None else torch.float32
             peak = exploits.peak_flops(dt, req.allow_tf32, self.device)
@@ -395,6 +475,16 @@ class GpuRun:
         else:
             report.graph_note = report.compile_ro_note = "not requested (extra baselines off)"
         return report
+
+    def check_timed(self, ref_model: Any, run: int, kept: tuple[int, Any]) -> list[ExploitFinding]:
+        """The kept timed run's output against the reference on the same input set."""
+        index, result = kept
+        with torch.no_grad():
+            expected = flatten(ref_model(*clone_all(self.sets[index])))
+        torch.cuda.synchronize(self.device)
+        found = exploits.check_timed_output(expected, flatten(result), run)
+        del expected, result
+        return found
 
     def _kw(self) -> dict[str, Any]:
         return {"trials": self.req.timing_trials, "warmup": self.req.warmup, "flush": self.flush}
@@ -455,3 +545,10 @@ class GpuRun:
             ):
                 return "CUDA graph replay returned the same storage twice: not timed"
         return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""

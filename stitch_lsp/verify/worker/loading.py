@@ -57,6 +57,9 @@ class BuildWatch:
     document: Path
     compile_only: bool
     builds: list[BuildInfo] = field(default_factory=list)
+    # The CUDA and C++ texts the candidate built, so its own kernels can be told apart from
+    # vendor and PyTorch kernels in the timeline (attribution).
+    sources: list[str] = field(default_factory=list)
 
     def summary(self) -> BuildInfo:
         fast = [
@@ -245,7 +248,24 @@ def _as_list(value: Any) -> list[str]:
 
 @contextlib.contextmanager
 def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
-    """Wrap `load_inline` and `load` for the duration of the candidate's import and run."""
+    """Wrap `load_inline`, `load` and `load_cuda`'s builds for the duration of the candidate's
+    import and run: failures point at the document, and every source is noted."""
+    real_build = fastcuda.build_cuda
+
+    def build_cuda(source: str, *args: Any, **kw: Any) -> Any:
+        watch.sources.append(source)
+        return real_build(source, *args, **kw)
+
+    fastcuda.build_cuda = build_cuda
+    try:
+        with _watch_torch(watch):
+            yield
+    finally:
+        fastcuda.build_cuda = real_build
+
+
+@contextlib.contextmanager
+def _watch_torch(watch: BuildWatch) -> Iterator[None]:
     try:
         import torch.utils.cpp_extension as cpp_ext
     except ImportError:
@@ -258,6 +278,7 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
     def load_inline(name: str, cpp_sources: Any, cuda_sources: Any = None, *args: Any, **kw: Any):
         cpp = _as_list(cpp_sources)
         cuda = _as_list(cuda_sources)
+        watch.sources.extend(cuda + cpp)
         implicit = not kw.get("no_implicit_headers", False)
         cuda_text = "\n".join((_TORCH_CUDA_PRELUDE if implicit else []) + cuda)
         cpp_text = "\n".join((_TORCH_CPP_PRELUDE if implicit else []) + cpp)
@@ -307,6 +328,9 @@ def watch_torch_builds(watch: BuildWatch) -> Iterator[None]:
     def load(name: str, sources: Any, *args: Any, **kw: Any):
         start = time.perf_counter()
         files = [Path(s) for s in _as_list(sources)]
+        for f in files:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                watch.sources.append(f.read_text(encoding="utf-8"))
         if watch.compile_only:
             info = BuildInfo(kind="load", name=name, compile_only=True)
             for f in files:

@@ -53,6 +53,8 @@ class Worker:
         self.reference_path = Path(request.reference).resolve()
         self.watch = BuildWatch(self.candidate_path, compile_only=request.compile_only)
         self.skipped: list[Finding] = []  # static builds left out: their arguments need code
+        # The harness's functions before any reference or candidate code ran (harness.py).
+        self.harness: dict[str, Any] = {}
         self._phase_start = time.perf_counter()
 
     # ------------------------------------------------------------------ bookkeeping
@@ -136,8 +138,10 @@ class Worker:
         if not gpu:
             self._compile_only(torch is not None)
             return
+        from stitch_lsp.verify.worker import harness
         from stitch_lsp.verify.worker.gpu import GpuRun
 
+        self.harness = harness.snapshot()
         device = torch.device(self.req.device or "cuda:0")
         torch.cuda.set_device(device)
         self.result.gpu_name = torch.cuda.get_device_name(device)

@@ -46,8 +46,14 @@ def time_cuda(
     trials: int,
     warmup: int,
     flush: L2Flusher,
+    keep_run: int | None = None,
+    kept: list[tuple[int, Any]] | None = None,
 ) -> list[float]:
-    """Per-run milliseconds of `fn(*inputs)`, measured on the current stream."""
+    """Per-run milliseconds of `fn(*inputs)`, measured on the current stream.
+
+    With `keep_run` (1..trials) and `kept`, the result of that timed run is appended to `kept`
+    with the index of its input set, so it can be checked: a candidate that behaves otherwise
+    when timed, or after many calls, is then caught on the run that was measured."""
     stream = torch.cuda.current_stream()
     with torch.no_grad():
         for i in range(warmup):
@@ -60,9 +66,12 @@ def time_cuda(
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record(stream)
-            fn(*inputs)
+            result = fn(*inputs)
             end.record(stream)
             end.synchronize()
+            if kept is not None and i == keep_run:
+                kept.append((i % len(input_sets), result))
+            del result
             if i:
                 out.append(start.elapsed_time(end))
         torch.cuda.synchronize()
