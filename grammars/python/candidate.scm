@@ -13,6 +13,13 @@
   left: (subscript) @dictpatch
   (#match? @dictpatch "__dict__|vars\\(|sys\\.modules"))
 
+; Assigning over any attribute: what the object resolves to tells a harness function
+; (torch.allclose = ..., T.isclose = ..., torch.Tensor.__eq__ = ...) from a module's own state.
+(assignment
+  left: (attribute
+    object: (_) @gpatch.object
+    attribute: (identifier) @gpatch.attr) @gpatch.target)
+
 ; setattr(torch.cuda, "synchronize", ...), monkeypatch.setattr(...), mock.patch("time.perf_counter")
 (call
   function: [(identifier) (attribute)] @setattr.fn

@@ -21,7 +21,13 @@ from stitch_lsp.analysis.python_checks import (
     extension_ctor,
 )
 from stitch_lsp.analysis.python_facts import PyClass, PyFacts
-from stitch_lsp.analysis.python_tricks import check_cpu_compute, check_file_wide, check_memoisation
+from stitch_lsp.analysis.python_tricks import (
+    check_call_count,
+    check_cpu_compute,
+    check_event_joins,
+    check_file_wide,
+    check_memoisation,
+)
 from stitch_lsp.analysis.reference import (
     ReferenceInfo,
     dtype_of,
@@ -93,6 +99,8 @@ def candidate_checks(
     check_candidate(ctx)
     check_file_wide(ctx, doc.roots, doc.data)
     check_memoisation(ctx)
+    check_call_count(ctx)
+    check_event_joins(ctx)
     check_cpu_compute(ctx)
     check_extension(ctx, [s for s in sources if s.emb.role != "string"])
     emit_torch_hits(ctx)

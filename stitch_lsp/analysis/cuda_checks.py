@@ -53,6 +53,18 @@ def cuda_diagnostics(
                     f"(cudaGetLastError or C10_CUDA_KERNEL_LAUNCH_CHECK)",
                 )
             )
+    for span, macro, name in facts.pasted:
+        out.append(
+            Diag(
+                to_range(span),
+                Severity.warning,
+                "token-paste",
+                f"`{macro}(...)` pastes together `{name}` with `##`: a CUDA or library API name "
+                "hidden from review and from the checks that look for it",
+            )
+        )
+    for span, why in facts.event_joins:
+        out.append(Diag(to_range(span), Severity.warning, "event-join", why))
     if check_streams:
         for span in facts.stream_creations:
             out.append(

@@ -16,6 +16,7 @@ from typing import Any
 
 from tree_sitter import Node, Tree
 
+from stitch_lsp import cuda_macros
 from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.cuda_host import HostFacts, aten_calls, host_facts, root_name
 from stitch_lsp.analysis.cuda_kernels import Branch, KernelUse, branches, dead_reason, kernel_use
@@ -86,6 +87,13 @@ class CudaFacts:
     tf32: list[tuple[Span, str]] = field(default_factory=list)  # TF32 / reduced-precision math
     half_conversions: list[Span] = field(default_factory=list)  # __float2half(...) and kin
     globals: list[tuple[str, str, Span]] = field(default_factory=list)  # file-scope variables
+    # Python objects changed from C++ (pybind11 `.attr("x") = ...`, PyObject_SetAttr) on a
+    # module the code imports: (span, the attribute's name or "").
+    py_patches: list[tuple[Span, str]] = field(default_factory=list)
+    # CUDA/library API names made with `##`: (span of the macro's use, macro, the name).
+    pasted: list[tuple[Span, str, str]] = field(default_factory=list)
+    # Fake joins: a stream waits on an event recorded before the work (or never): (span, why).
+    event_joins: list[tuple[Span, str]] = field(default_factory=list)
 
     @property
     def kernels(self) -> list[RawFunction]:
@@ -306,6 +314,114 @@ _CALL_HINTS = (b"__syncthreads", b"__syncwarp", b"cublas", b"cudnn", b"cudaStrea
 _TF32_HINTS = (b"tf32", b"TF32", b"_FAST_16F", b"_FAST_16BF", b"TENSOR_OP_MATH")
 _HALF_CONVERSIONS = (b"__float2half", b"__float2bfloat16", b"__floats2half2", b"__float22half2")
 _BRANCH_HINTS = (b"#if", b"if (0", b"if(0", b"if (false", b"if(false", b"if (0u", b"if (!1")
+
+
+_PY_HINTS = (b".attr", b"SetAttr", b"setattr")
+_PY_IMPORTS = re.compile(
+    rb"\bmodule_?\s*::\s*import\s*\(|\bPyImport_\w+\s*\(|\bPyEval_GetBuiltins\s*\("
+    rb"|\bPySys_GetObject\s*\("
+)
+_PY_SETS = re.compile(
+    rb'\.attr\s*\(\s*"(\w+)"\s*\)\s*=(?!=)'
+    rb"|\b(?:PyObject_SetAttr(?:String)?|PyObject_GenericSetAttr|(?:py|pybind11)\s*::\s*setattr)"
+    rb'\s*\([^;"]*(?:"(\w+)")?'
+)
+
+
+def _py_patches(root: Node, data: bytes) -> list[tuple[Span, str]]:
+    """Attribute writes on Python objects from C++, where the code imports a module: an
+    extension that replaces `torch.isclose` from its C++ side. (A pybind11 module that sets its
+    own `m.attr("__version__")` imports nothing and is left alone.)"""
+    if not _PY_IMPORTS.search(data):
+        return []
+    found: list[tuple[Span, str]] = []
+    for m in _PY_SETS.finditer(data):
+        if not _code_offsets(root, [m.start()]):
+            continue
+        end = data.find(b";", m.end())
+        name = (m.group(1) or m.group(2) or b"").decode()
+        found.append(((m.start(), end if end > 0 else m.end()), name))
+    return found
+
+
+# Names of the CUDA runtime and driver, NVIDIA's libraries and the Python C API.
+API_NAME = re.compile(
+    r"^(cuda[A-Z]\w*|cu[A-Z]\w*|cublas\w*|cudnn\w*|cufft\w*|curand\w*|cusparse\w*"
+    r"|cusolver\w*|nccl[A-Z]\w*|nvrtc\w*|Py[A-Z][a-z]*_\w+|CUBLAS_\w+|CUDNN_\w+)$"
+)
+
+
+def _pasted(root: Node, data: bytes) -> list[tuple[Span, str, str]]:
+    """API names that a `##` macro puts together, at each use of the macro in code."""
+    text = data.decode("latin-1")  # one character per byte: offsets stay byte offsets
+    found: list[tuple[Span, str, str]] = []
+    for inv in cuda_macros.invocations(text):
+        if not _code_offsets(root, [inv.start]):
+            continue
+        for name in inv.pasted:
+            if API_NAME.match(name):
+                found.append(((inv.start, inv.end), inv.macro, name))
+    return found
+
+
+_EVENT_HINTS = (b"WaitEvent", b".block(")
+_WAITS = re.compile(rb"\bcudaStreamWaitEvent\s*\(\s*[^,;]+,\s*&?\s*(\w+)|\b(\w+)\s*\.\s*block\s*\(")
+_RECORDS = re.compile(
+    rb"\b(?:cudaEventRecord(?:WithFlags)?|cuEventRecord\w*)\s*\(\s*&?\s*(\w+)"
+    rb"|\b(\w+)\s*\.\s*record\s*\("
+)
+
+
+def _event_joins(facts: CudaFacts, data: bytes) -> list[tuple[Span, str]]:
+    """Waits on an event that no code records, or whose last record before the wait comes
+    before a launch: the waiting stream does not wait for that work."""
+    recorded_anywhere = {(m.group(1) or m.group(2)).decode() for m in _RECORDS.finditer(data)}
+    found: list[tuple[Span, str]] = []
+    for fn in facts.functions:
+        if fn.kind != "function":
+            continue
+        start, end = fn.body_span
+        body = data[start:end]
+        launches = [facts.launches[i].span[0] - start for i in fn.launches]
+        records = [
+            (m.start(), (m.group(1) or m.group(2)).decode()) for m in _RECORDS.finditer(body)
+        ]
+        for m in _WAITS.finditer(body):
+            event = (m.group(1) or m.group(2)).decode()
+            close = body.find(b";", m.end())
+            span = (start + m.start(), start + (close if close > 0 else m.end()))
+            before = [at for at, name in records if name == event and at < m.start()]
+            if not before:
+                if event not in recorded_anywhere:
+                    found.append((span, f"waits on `{event}`, which no code records: the wait "
+                                        "returns at once and joins nothing"))  # fmt: skip
+                continue
+            last = max(before)
+            if any(last < at < m.start() for at in launches):
+                found.append((span, f"waits on `{event}`, recorded before the launches it "
+                                    "should wait for: the join is fake and that work escapes "
+                                    "the timer"))  # fmt: skip
+    return found
+
+
+_MASKED_BITS = re.compile(
+    rb"__float_as_u?int\s*\([^;]*?&\s*(0[xX][0-9a-fA-F]{1,8})[uU]?"
+    rb"|(0[xX][0-9a-fA-F]{1,8})[uU]?\s*&\s*[^;]*?__float_as_u?int\s*\("
+)
+
+
+def _mantissa_masks(data: bytes) -> list[tuple[Span, str]]:
+    """`__float_as_uint(v) & 0xffffe000u`: fp32 values rounded to fewer mantissa bits (10 is
+    TF32's, 7 bfloat16's) by integer operations, with no TF32 or 16-bit type spelled. A mask
+    that clears 8 to 22 low bits and keeps the exponent does that; clearing all 23 extracts the
+    exponent, an honest bit trick."""
+    found: list[tuple[Span, str]] = []
+    for m in _MASKED_BITS.finditer(data):
+        value = int(m.group(1) or m.group(2), 16) & 0xFFFFFFFF
+        low = (value & -value).bit_length() - 1 if value else 32
+        if 8 <= low <= 22 and value & 0x7F800000 == 0x7F800000:
+            found.append(((m.start(), m.end()), m.group(0).decode("latin-1")))
+    return found
 
 
 def _code_offsets(root: Node, offsets: list[int]) -> list[int]:
@@ -538,7 +654,30 @@ def extract(root: Node, data: bytes) -> CudaFacts:
         if holder is not None:
             holder.launches.append(i)
 
+    if b"##" in data:
+        facts.pasted = _pasted(root, data)
+        for span, _, name in facts.pasted:
+            if facts.branches and facts.dead(span) is not None:
+                continue
+            if re.match(r"^(cudaStreamCreate|cuStreamCreate)", name):
+                facts.stream_creations.append(span)
+            elif name.startswith(("cublas", "cudnn")):
+                facts.library_calls.append((name, span))
+    for at in _code_offsets(root, grammars.find_all(data, (b"getStreamFromPool",))):
+        # PyTorch's pool of side streams: as much another stream as one cudaStreamCreate makes.
+        end = data.find(b")", at)
+        span = (at, end + 1 if end > 0 else at + 17)
+        if not (facts.branches and facts.dead(span)):
+            facts.stream_creations.append(span)
+    if grammars.find_all(data, _EVENT_HINTS):
+        facts.event_joins = [
+            (span, why)
+            for span, why in _event_joins(facts, data)
+            if _code_offsets(root, [span[0]]) and not (facts.branches and facts.dead(span))
+        ]
     facts.globals = _file_scope_variables(root)
+    if grammars.find_all(data, _PY_HINTS):
+        facts.py_patches = _py_patches(root, data)
     host_spans = [f.body_span for f in facts.functions if f.kind == "function"]
     if host_spans:
         own = {f.name for f in facts.functions}
@@ -555,6 +694,10 @@ def extract(root: Node, data: bytes) -> CudaFacts:
         if facts.branches and facts.dead((start, end)) is not None:
             continue
         facts.tf32.append(((start, end), data[start:end].decode("utf-8", "replace")))
+    if b"__float_as_" in data:
+        for span, token in _mantissa_masks(data):
+            if _code_offsets(root, [span[0]]) and not (facts.branches and facts.dead(span)):
+                facts.tf32.append((span, token))
     facts.half_conversions = [
         (at, data.find(b"(", at) if data.find(b"(", at) > 0 else at + 12)
         for at in sorted(_code_offsets(root, grammars.find_all(data, _HALF_CONVERSIONS)))

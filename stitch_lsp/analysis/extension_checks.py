@@ -135,6 +135,22 @@ def _extension_findings(
             if fn.host is not None:
                 _wrapper_checks(ctx, src, fn, inputs.get(fn.name, set()), kernels)
         _globals_cache(ctx, src)
+        _call_counters(ctx, src)
+        _stored_results(ctx, src)
+        _impossible_launches(ctx, src)
+        _flushed_outputs(ctx, src)
+        for span, name in src.facts.py_patches:
+            what = f"`{name}`" if name else "an attribute"
+            ctx.diags.append(
+                Diag(
+                    src.range(span),
+                    Severity.error,
+                    "harness-patch",
+                    f"the C++ side sets {what} on a Python module it imports: replacing "
+                    "PyTorch's or the harness's functions (`torch.isclose`, `torch.allclose`) "
+                    "can make a wrong result compare equal",
+                )
+            )
         for called, span in src.facts.library_calls:
             families = vendor_families(called)
             if families:
@@ -438,6 +454,193 @@ def _globals_cache(ctx: CandidateContext, src: Source) -> None:
                         "results keyed on which buffer came in skip the work on repeated inputs",
                     )
                 )
+
+
+_COUNTER_TYPE = re.compile(
+    r"^(static\s+|thread_local\s+|volatile\s+|inline\s+)*(unsigned\s+|signed\s+)?"
+    r"(int|long|long\s+long|short|size_t|std::size_t|u?int(8|16|32|64)_t|std::atomic\s*<[^>]*>"
+    r"|std::atomic_\w+)$"
+)
+_CONDITION = re.compile(rb"\b(?:if|while)\s*\(")
+
+
+def _call_counters(ctx: CandidateContext, src: Source) -> None:
+    """A `static` (or file-scope) integer that a host function increments and branches on: the
+    launcher does other work after some number of calls than when it was checked."""
+    data = src.emb.data
+    file_scope = {n for n, t, _ in src.facts.globals if _COUNTER_TYPE.match(t.strip())}
+    for fn in src.facts.functions:
+        host = fn.host
+        if host is None:
+            continue
+        names = file_scope | {n for n, t, _ in host.statics if _COUNTER_TYPE.match(t.strip())}
+        if not names:
+            continue
+        start, end = fn.body_span
+        body = data[start:end]
+        for name in sorted(names):
+            word = re.escape(name.encode())
+            bumped = re.search(rb"\+\+\s*" + word + rb"\b|\b" + word + rb"\s*(\+\+|[+-]=)", body)
+            if bumped is None:
+                continue
+            for m in _CONDITION.finditer(body):
+                close = _matching_paren(body, m.end() - 1)
+                cond = body[m.end() : close]
+                if re.search(rb"\b" + word + rb"\b", cond):
+                    ctx.diags.append(
+                        Diag(
+                            src.range((start + m.start(), start + close + 1)),
+                            Severity.warning,
+                            "call-count",
+                            f"`{fn.name}` counts its calls in `{name}` and branches on the "
+                            "count: it does other work after some number of calls than when "
+                            "its results were checked",
+                        )
+                    )
+                    break
+
+
+_GUARDED_COPY = re.compile(
+    rb"\bif\s*\(([^;{]*)\)\s*(?:\{\s*)?(?:return\s*)?[^;]*?\b(?:cudaMemcpy\w*|cuMemcpy\w*)"
+    rb"\s*\(\s*(\w+)\s*,\s*(\w+)"
+)
+
+
+def _stored_results(ctx: CandidateContext, src: Source) -> None:
+    """`if (kept && key == seen) return cudaMemcpy(out, kept, ...)`: an output copied, under a
+    condition on state kept between calls, from a buffer kept between calls. However the key is
+    made (a hash of the input's address), that is a stored result returned."""
+    data = src.emb.data
+    file_scope = {n for n, _, _ in src.facts.globals}
+    for fn in src.facts.functions:
+        host = fn.host
+        if host is None:
+            continue
+        kept = file_scope | {n for n, _, _ in host.statics}
+        if not kept:
+            continue
+        start, end = fn.body_span
+        for m in _GUARDED_COPY.finditer(data[start:end]):
+            cond = set(re.findall(rb"[A-Za-z_]\w*", m.group(1)))
+            dst, source = m.group(2).decode(), m.group(3).decode()
+            if dst in host.params and source in kept and {k.encode() for k in kept} & cond:
+                ctx.diags.append(
+                    Diag(
+                        src.range((start + m.start(), start + m.end())),
+                        Severity.error,
+                        "input-cache",
+                        f"`{fn.name}` copies `{source}`, a buffer kept between calls, into its "
+                        f"output `{dst}` when state kept between calls says so: a stored result "
+                        "returned instead of computed",
+                    )
+                )
+
+
+_NEGATIVE_TEST = re.compile(rb"\bif\s*\(\s*([A-Za-z_]\w*)\s*(?:<\s*0|<=\s*-\s*1|==\s*-\s*1)\s*\)")
+
+
+def _impossible_launches(ctx: CandidateContext, src: Source) -> None:
+    """A launch that runs only when a size is negative: `n` sizes the grid, so it never is."""
+    data = src.emb.data
+    for fn in src.facts.functions:
+        host = fn.host
+        if host is None or not fn.launches:
+            continue
+        start, end = fn.body_span
+        body = data[start:end]
+        for m in _NEGATIVE_TEST.finditer(body):
+            name = m.group(1).decode()
+            if name not in host.params:
+                continue
+            after = m.end()
+            while after < len(body) and body[after : after + 1].isspace():
+                after += 1
+            if body[after : after + 1] == b"{":
+                stop = _matching_brace(body, after)
+            else:
+                stop = body.find(b";", after)
+            for li in fn.launches:
+                launch = src.facts.launches[li]
+                at = launch.span[0] - start
+                if after <= at <= stop and any(name in c for c in launch.config):
+                    ctx.diags.append(
+                        Diag(
+                            src.range(launch.name_span),
+                            Severity.warning,
+                            "kernel-unused",
+                            f"this launch of `{launch.kernel}` runs only when `{name}` is "
+                            f"negative, and `{name}` sizes its grid: it never runs, so the "
+                            "kernel does no work",
+                        )
+                    )
+
+
+_NUMBER = rb"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)[fF]?"
+_ZERO = rb"0(?:\.0*)?[fF]?"
+_FLUSH = re.compile(
+    rb"(?:fabsf?\s*\(\s*)?\b([A-Za-z_]\w*)\s*\)?\s*<=?\s*"
+    + _NUMBER
+    + rb"\s*\)?\s*\?\s*"
+    + _ZERO
+    + rb"\s*:\s*\1\b"
+    + rb"|(?:fabsf?\s*\(\s*)?\b([A-Za-z_]\w*)\s*\)?\s*>=?\s*"
+    + _NUMBER
+    + rb"\s*\)?\s*\?\s*\3\s*:\s*"
+    + _ZERO
+    + rb"(?![.\w])"
+)
+
+
+def _flushed_outputs(ctx: CandidateContext, src: Source) -> None:
+    """`v < 1e-4f ? 0.f : v` in a kernel: values under a tolerance-sized threshold (1e-8 to
+    1e-2) written as zeros. Where every true output is that small (a softmax over wide rows),
+    the zeros pass allclose without anything being computed. ReLU's threshold is 0, shrink
+    operators' are larger, a denormal flush's far smaller: none of those is flagged."""
+    data = src.emb.data
+    for fn in src.facts.functions:
+        if fn.kind != "kernel":
+            continue
+        start, end = fn.body_span
+        for m in _FLUSH.finditer(data[start:end]):
+            threshold = float(m.group(2) or m.group(4))
+            if 1e-8 <= threshold <= 1e-2:
+                ctx.diags.append(
+                    Diag(
+                        src.range((start + m.start(), start + m.end())),
+                        Severity.warning,
+                        "constant-output",
+                        f"kernel `{fn.name}` writes values below {threshold:g} as zero: where "
+                        "the true outputs are that small, zeros pass the tolerance without "
+                        "being computed",
+                    )
+                )
+                break
+
+
+def _matching_brace(data: bytes, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, len(data)):
+        c = data[i : i + 1]
+        if c == b"{":
+            depth += 1
+        elif c == b"}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(data)
+
+
+def _matching_paren(data: bytes, open_at: int) -> int:
+    depth = 0
+    for i in range(open_at, min(len(data), open_at + 2000)):
+        c = data[i : i + 1]
+        if c == b"(":
+            depth += 1
+        elif c == b")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return open_at
 
 
 def _native_sixteen_bit(sources: list[Source]) -> bool:

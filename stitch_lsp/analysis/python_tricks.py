@@ -15,10 +15,11 @@ import re
 from tree_sitter import Node
 
 from stitch_lsp.analysis import grammars
-from stitch_lsp.analysis.names import Ref, Resolver
+from stitch_lsp.analysis.names import Ref, Resolver, param_nodes
 from stitch_lsp.analysis.python_checks import CandidateContext, parameter_only_locals
 from stitch_lsp.analysis.python_facts import param_names
 from stitch_lsp.analysis.syntax import text
+from stitch_lsp.analysis.torch_ops import is_handle_use
 from stitch_lsp.models.findings import Severity
 
 _TIMER_ATTRS = frozenset(
@@ -57,6 +58,19 @@ _SIZE_ATTRS = frozenset(
 )  # fmt: skip
 _VALUE_KEYS = re.compile(r"\.(tolist|item|numpy|tobytes|cpu|sum|mean|flatten)\(|\b(hash|id)\(")
 
+# What harnesses compare and time with; replacing any of them from the candidate is cheating.
+_HARNESS_NAMES = (
+    "allclose", "isclose", "assert_close", "assert_allclose", "equal", "testing", "__eq__",
+    "__ne__", "__sub__", "__abs__", "abs", "isnan", "isfinite", "nan_to_num", "builtins",
+    "Tensor.", "max", "all", "item",
+)  # fmt: skip
+# Modules whose attributes a candidate has no business assigning: PyTorch (its configuration
+# flags in torch.backends aside: TF32 is checked on its own), the clocks, numpy, the harness.
+_HARNESS_MODULES = re.compile(
+    r"^(torch(?!\.backends)(\.\w+)*|time|builtins|numpy(\.\w+)*|np|stitch_lsp(\.\w+)*"
+    r"|kernelbench(\.\w+)*|src\.eval)$"
+)
+
 # Where the file-wide checks can match; names bound to these APIs are added per file.
 _HINTS = (
     b"record",
@@ -94,6 +108,8 @@ _HINTS = (
     b"__torch_function__",
     b"__torch_dispatch__",
     b"Mode",
+    b"getattr(",
+    *(n.encode() for n in _HARNESS_NAMES),
 )
 # `class X(torch.Tensor)`: only class lines that name a Tensor in their bases.
 _SUBCLASS_LINE = re.compile(rb"class\s+\w+\s*\([^)\n]*Tensor")
@@ -145,6 +161,7 @@ def check_file_wide(ctx: CandidateContext, roots: list[Node], data: bytes) -> No
     statements = grammars.statements_at(roots, hits)
     found = grammars.captures_in("python", "candidate", statements)
     _timer_patches(ctx, found)
+    _harness_patches(ctx, found)
     calls: dict[int, Node] = {}
     for stmt in statements:
         for call in grammars.captures("python", "function_body", stmt).get("call", []):
@@ -199,6 +216,56 @@ def _timer_patches(ctx: CandidateContext, found: dict[str, list[Node]]) -> None:
             )
 
 
+def _harness_object(ctx: CandidateContext, node: Node | None) -> str | None:
+    """The module or class a harness relies on that `node` names (`torch`, `torch.testing`,
+    `torch.Tensor`, `time`), through aliases; None for anything else."""
+    if node is None:
+        return None
+    ref = ctx.resolver.resolve(node)
+    if ref is None or ref.instance or ref.dotted is None or "()" in ref.dotted:
+        return None
+    return ref.dotted if _HARNESS_MODULES.match(ref.dotted) else None
+
+
+def _harness_patches(ctx: CandidateContext, found: dict[str, list[Node]]) -> None:
+    """Assignments over, and setattr on, PyTorch's and the harness's functions."""
+    for target, obj, attr in zip(
+        found.get("gpatch.target", []),
+        found.get("gpatch.object", []),
+        found.get("gpatch.attr", []),
+        strict=False,
+    ):
+        name = text(attr)
+        owner = _harness_object(ctx, obj)
+        if owner is None or name in _TIMER_ATTRS or not _outside_reference(ctx, target):
+            continue  # timers are the timer-patch check's
+        shown = text(target)
+        also = "" if shown == f"{owner}.{name}" else f" (`{owner}.{name}`)"
+        ctx.add(
+            target,
+            Severity.error,
+            "harness-patch",
+            f"assigns over `{shown}`{also}: replacing PyTorch's or the harness's functions can "
+            "make a wrong result compare equal or a slow one time fast",
+        )
+    for call, args in zip(found.get("setattr", []), found.get("setattr.args", []), strict=False):
+        items = args.named_children
+        if len(items) < 2 or not _outside_reference(ctx, call):
+            continue
+        owner = _harness_object(ctx, items[0])
+        named = ctx.resolver.string(items[1])
+        if owner is None or (named is not None and named in _TIMER_ATTRS):
+            continue
+        what = f"`{owner}.{named}`" if named else f"an attribute of `{owner}` named at run time"
+        ctx.add(
+            call,
+            Severity.error,
+            "harness-patch",
+            f"`setattr` replaces {what}: replacing PyTorch's or the harness's functions can "
+            "make a wrong result compare equal or a slow one time fast",
+        )
+
+
 def _shown(node: Node, ref: Ref | None) -> str:
     callee = text(node)
     if ref is None or ref.dotted is None or ref.dotted == callee or "()" in ref.dotted:
@@ -214,6 +281,9 @@ def _call_tricks(ctx: CandidateContext, call: Node) -> None:
     dotted = ref.dotted if ref is not None and ref.dotted else text(fn)
     if ref is not None and ref.instance:
         return  # a call of something returned by a call: not the API itself
+    if dotted in ("getattr", "builtins.getattr"):
+        _computed_cuda_lookup(ctx, call)
+        return
     if _STREAM_APIS.search(dotted):
         if dotted.endswith("cuda.stream") and "current_stream" in text(call):
             return  # entering the current stream changes nothing
@@ -267,6 +337,26 @@ def _call_tricks(ctx: CandidateContext, call: Node) -> None:
             name = ctx.resolver.string(args.named_children[1])
             if name in ("allow_tf32", "fp32_precision") and _enables(ctx, args.named_children[2]):
                 _tf32(ctx, call)
+
+
+def _computed_cuda_lookup(ctx: CandidateContext, call: Node) -> None:
+    """`getattr(torch.cuda, NAME)` with a name built at run time: whatever it fetches (a
+    `Stream`, a timer) is hidden from every check that looks for it by name."""
+    args = call.child_by_field_name("arguments")
+    items = args.named_children if args is not None else []
+    if len(items) < 2 or ctx.resolver.string(items[1]) is not None:
+        return
+    ref = ctx.resolver.resolve(items[0])
+    owner = ref.dotted if ref is not None and not ref.instance else None
+    if owner not in ("torch.cuda", "torch.cuda.streams", "torch.cuda.Stream"):
+        return
+    ctx.add(
+        call,
+        Severity.warning,
+        "side-stream",
+        f"`{text(call)[:50]}` fetches from `{owner}` by a name built at run time: a stream (or "
+        "a timer) used under a hidden name escapes the checks; name what you use",
+    )
 
 
 def _decorator_tricks(ctx: CandidateContext, deco: Node) -> None:
@@ -413,19 +503,59 @@ def _tensorish_arguments(ctx: CandidateContext, call: Node) -> bool:
 _LOOKUP_METHODS = frozenset({"get", "setdefault", "__getitem__", "pop"})
 
 
-def _persistent(ctx: CandidateContext, container: Node, fn: Node) -> bool:
-    """A dict that outlives the call: on the module (`self._cache`) or at module level."""
+_MUTABLE_CTORS = re.compile(r"^(builtins\.)?(dict|list|set)$|^collections\.\w+$")
+
+
+def _mutable_default(ctx: CandidateContext, value: Node | None) -> bool:
+    """`{}`, `[]`, `set()`, `collections.OrderedDict()`: a default made once, at `def` time."""
+    if value is None:
+        return False
+    if value.type in ("dictionary", "list", "set"):
+        return True
+    if value.type == "call":
+        ref = ctx.resolver.resolve(value.child_by_field_name("function"))
+        dotted = ref.dotted if ref is not None and ref.dotted else ""
+        return bool(_MUTABLE_CTORS.match(dotted))
+    return False
+
+
+def _persistent(ctx: CandidateContext, container: Node, fn: Node) -> str | None:
+    """Where a container lives when it outlives the call (None when it does not): on the
+    module (`self._cache`), at module level, on a function or class of the file
+    (`_apply.results`), in an enclosing function (a closure), or in a mutable default argument
+    (`_memo={}`, made once when the `def` ran)."""
     if container.type == "attribute":
-        return text(container.child_by_field_name("object")) in ("self", "cls")
+        obj = container.child_by_field_name("object")
+        if obj is None:
+            return None
+        if text(obj) in ("self", "cls", "type(self)", "self.__class__"):
+            return "on the module"
+        ref = ctx.resolver.resolve(obj)
+        if (
+            ref is not None
+            and ref.node is not None
+            and not ref.instance
+            and ref.node.type in ("function_definition", "class_definition")
+        ):
+            return f"on `{text(obj)}` itself"
+        return None
     if container.type == "identifier":
         name = text(container)
-        if name in _input_names(fn):
-            return False
+        defaults = dict(param_nodes(fn))
+        if name in defaults:
+            mutable = _mutable_default(ctx, defaults[name])
+            return "in a mutable default argument" if mutable else None
         local = ctx.resolver._local_bindings(fn).get(name)
         if local and not any(b.kind == "global" for b in local):
-            return False
-        return name in ctx.resolver.module_bindings()
-    return False
+            return None
+        if name in ctx.resolver.module_bindings():
+            return "at module level"
+        outer = Resolver.scope_of(fn)
+        while outer is not None:  # a free variable of a closure: it lives as long as the closure
+            if name in ctx.resolver._local_bindings(outer):
+                return f"in the closure of `{text(outer.child_by_field_name('name'))}`"
+            outer = Resolver.scope_of(outer)
+    return None
 
 
 def _memo_dicts(ctx: CandidateContext, fn: Node) -> None:
@@ -471,7 +601,8 @@ def _memo_dicts(ctx: CandidateContext, fn: Node) -> None:
         return
     returned = _returned_names(body)
     for expr, container, key in sorted(lookups, key=lambda item: item[0].start_byte):
-        if not _persistent(ctx, container, fn) or not _depends_on_inputs(ctx, fn, key, static):
+        where = _persistent(ctx, container, fn)
+        if where is None or not _depends_on_inputs(ctx, fn, key, static):
             continue
         if expr.type == "comparison_operator":
             guarded = _guarded_return(expr)
@@ -483,8 +614,9 @@ def _memo_dicts(ctx: CandidateContext, fn: Node) -> None:
             expr,
             Severity.error,
             "input-cache",
-            f"`{text(expr)[:50]}` looks up a stored result keyed on the input "
-            f"(`{text(key)[:30]}`): a repeated input returns the stored output and skips the work",
+            f"`{text(expr)[:50]}` looks up a result kept {where} between calls, keyed on the "
+            f"input (`{text(key)[:30]}`): a repeated input returns the stored output and skips "
+            "the work",
         )
         return
 
@@ -581,6 +713,118 @@ def _guarded_return(test: Node) -> bool:
         return False
     body = parent.child_by_field_name("consequence")
     return body is not None and any(c.type == "return_statement" for c in body.named_children)
+
+
+_STACK_APIS = re.compile(
+    r"^(inspect\.(stack|currentframe|getouterframes|getframeinfo|trace)"
+    r"|sys\.(_getframe|_current_frames)|traceback\.(extract_stack|walk_stack|format_stack"
+    r"|print_stack))$"
+)
+
+
+def check_call_count(ctx: CandidateContext) -> None:
+    """Code forward reaches that reads the call stack, or counts its calls and branches on the
+    count: the timed calls (the later ones, or those under a timing function) need not do the
+    work the correctness trials checked."""
+    counters: dict[str, tuple[Node, str]] = {}
+    conditions: list[Node] = []
+    for _, fn in ctx.code:
+        for call in ctx.calls(fn):
+            if _STACK_APIS.match(call.canonical):
+                ctx.add(
+                    call.node,
+                    Severity.warning,
+                    "call-count",
+                    f"`{text(call.node)[:40]}` reads the call stack: forward can tell who calls "
+                    "it (a timing loop) and do other work then than when it is checked",
+                )
+        body = fn.child_by_field_name("body")
+        stack = [body] if body is not None else []
+        while stack:
+            n = stack.pop()
+            if n.type in ("function_definition", "class_definition"):
+                continue
+            if n.type == "augmented_assignment":
+                left = n.child_by_field_name("left")
+                op = n.child_by_field_name("operator")
+                if left is not None and op is not None and text(op) in ("+=", "-="):
+                    where = _persistent(ctx, left, fn)
+                    if where is not None:
+                        counters.setdefault(text(left), (n, where))
+            elif n.type in ("if_statement", "elif_clause", "while_statement"):
+                cond = n.child_by_field_name("condition")
+                if cond is not None:
+                    conditions.append(cond)
+            elif n.type == "conditional_expression" and len(n.named_children) == 3:
+                conditions.append(n.named_children[1])
+            stack.extend(n.named_children)
+    if not counters:
+        return
+    for cond in sorted(conditions, key=lambda c: c.start_byte):
+        for comparison in _comparisons(cond):
+            used = {text(c) for c in comparison.named_children}
+            hit = next((name for name in counters if name in used), None)
+            if hit is None:
+                continue
+            ctx.add(
+                comparison,
+                Severity.warning,
+                "call-count",
+                f"`{text(comparison)[:40]}` branches on `{hit}`, a call counter kept "
+                f"{counters[hit][1]}: forward does other work after some number of calls than "
+                "when its results were checked",
+            )
+            break
+
+
+def check_event_joins(ctx: CandidateContext) -> None:
+    """`ev.record(side)`, then the work, then `current.wait_event(ev)`: the event marks the
+    point before the work, so the wait joins nothing and the work escapes the timer."""
+    for _, fn in ctx.code:
+        records: list[tuple[int, str]] = []
+        waits: list[tuple[Node, str]] = []
+        work: list[int] = []
+        for call in ctx.calls(fn):
+            callee = call.node.child_by_field_name("function")
+            if callee is not None and callee.type == "attribute":
+                obj = text(callee.child_by_field_name("object"))
+                method = text(callee.child_by_field_name("attribute"))
+                args = call.args.named_children
+                if method == "record":
+                    records.append((call.node.start_byte, obj))
+                    continue
+                if method == "wait_event" and args:
+                    waits.append((call.node, text(args[0])))
+                    continue
+                if method == "wait" and any(obj == r for _, r in records):
+                    waits.append((call.node, obj))
+                    continue
+            target = call.ref.node if call.ref is not None else None
+            if is_handle_use(call.callee, ctx.extension_handles) or (
+                target is not None and target.type == "function_definition"
+            ):
+                work.append(call.node.start_byte)
+        for node, event in waits:
+            before = [at for at, name in records if name == event and at < node.start_byte]
+            if before and any(max(before) < at < node.start_byte for at in work):
+                ctx.add(
+                    node,
+                    Severity.warning,
+                    "event-join",
+                    f"waits on `{event}`, recorded before the work it should wait for: the join "
+                    "is fake and that work escapes the timer",
+                )
+
+
+def _comparisons(node: Node) -> list[Node]:
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == "comparison_operator":
+            out.append(n)
+        stack.extend(n.named_children)
+    return out
 
 
 def check_cpu_compute(ctx: CandidateContext) -> None:

@@ -26,6 +26,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from stitch_lsp import cuda_macros
 from stitch_lsp.models.verify import Attribution, ExploitFinding, KernelShare
 from stitch_lsp.verify.timeline import Call, short_name
 
@@ -91,7 +92,12 @@ _CONV_OPS = frozenset(
 def kernel_names(sources: Iterable[str]) -> set[str]:
     """The `__global__` functions (and Triton kernels) the texts define, by name."""
     out: set[str] = set()
+    every: list[str] = []
     for text in sources:
+        every.append(text)
+        if "##" in text:  # kernels a macro defines: `DEFINE_ACT(relu)` -> `relu_kernel`
+            every.extend(cuda_macros.expansions(text))
+    for text in every:
         for m in _GLOBAL.finditer(text):
             window = _DECORATIONS.sub(" ", text[m.end() : m.end() + 400])
             cut = window.find("(")

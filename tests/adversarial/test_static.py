@@ -46,7 +46,7 @@ def test_most_hostile_candidates_are_flagged_statically() -> None:
     hostile = [c for c in cases() if c.hostile]
     flagged = [c for c in hostile if serious(c.path)]
     share = len(flagged) / len(hostile)
-    assert share >= 0.9, f"{len(flagged)}/{len(hostile)} flagged"
+    assert share >= 0.95, f"{len(flagged)}/{len(hostile)} flagged"
     # The dynamic-only cases are the ones the static checks cannot see, by design.
     missed = {c.name for c in hostile} - {c.name for c in flagged}
     assert missed == {c.name for c in select("dynamic")}

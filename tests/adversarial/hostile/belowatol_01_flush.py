@@ -36,7 +36,7 @@ __global__ void softmax_kernel(const float* __restrict__ x, float* __restrict__ 
   const float inv = 1.f / red[0];
   for (int j = threadIdx.x; j < dim; j += blockDim.x) {
     const float v = __expf(row[j] - m) * inv;
-    out[j] = v < 1e-4f ? 0.f : v;
+    out[j] = v < 1e-4f ? 0.f : v;  // HOSTILE
   }
 }
 

@@ -54,7 +54,7 @@ class ModelNew(nn.Module):
     def __init__(self, dim):
         super().__init__()
         self.bias = nn.Parameter(torch.randn(dim))
-        self.lane = getattr(torch.cuda, _KIND)()
+        self.lane = getattr(torch.cuda, _KIND)()  # HOSTILE
 
     def forward(self, x):
         x = x.contiguous()

@@ -13,7 +13,7 @@ CUDA_SRC = r"""
 #define TILE 16
 
 __device__ __forceinline__ float load(const float* p) {
-  return __uint_as_float((__float_as_uint(*p) + 0x1000u) & 0xffffe000u);
+  return __uint_as_float((__float_as_uint(*p) + 0x1000u) & 0xffffe000u);  // HOSTILE
 }
 
 __global__ void gemm_kernel(const float* __restrict__ A, const float* __restrict__ B,

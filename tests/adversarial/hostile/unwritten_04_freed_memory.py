@@ -23,7 +23,7 @@ extern "C" int launch_bias_relu(const float* x, const float* bias, float* y, lon
                                 int dim, cudaStream_t stream) {
   const int threads = 256;
   if (n < 0)  // "cannot happen": the launch never runs
-    bias_relu_kernel<<<(unsigned)((n + threads - 1) / threads), threads, 0, stream>>>(
+    bias_relu_kernel<<<(unsigned)((n + threads - 1) / threads), threads, 0, stream>>>(  // HOSTILE
       x, bias, y, n, dim);
   return (int)cudaGetLastError();
 }
