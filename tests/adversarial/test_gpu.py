@@ -10,6 +10,8 @@ run, outputs below atol), that check must be the one that stops it. Workers run 
 time on one GPU, as a busy machine would run them.
 
 With AREA_OUT set (benchmarks/device/adversarial.sh), each result is written there as JSON.
+STITCH_ADV_ONLY (candidate names) and STITCH_ADV_BUILTIN (reference stems), comma-separated,
+run a subset, for a quick look on a machine with little time left; the rest is skipped.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ BY_FILE = {
     "paste_03_three_part": "stitch.exploit.heavy-op-not-custom",
     "count_03_call_stack": "stitch.exploit.timed-output",
 }
+
+
+ONLY = {n for n in os.environ.get("STITCH_ADV_ONLY", "").split(",") if n}
+BUILTIN_ONLY = {n for n in os.environ.get("STITCH_ADV_BUILTIN", "").split(",") if n}
 
 
 def _mechanism(case: Case) -> str | None:
@@ -97,13 +103,19 @@ def _dump(results: dict[str, VerifyResult], prefix: str = "") -> None:
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, VerifyResult]:
-    cases = select("honest", "dynamic", "both")
+    cases = [c for c in select("honest", "dynamic", "both") if not ONLY or c.name in ONLY]
     # Slow load_inline builds first, so they overlap with the quick ones.
     cases.sort(key=lambda c: "load_inline" not in c.path.read_text())
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         done = dict(zip([c.name for c in cases], pool.map(_run, cases), strict=True))
     _dump(done)
     return done
+
+
+def _result(results: dict[str, VerifyResult], case: Case) -> VerifyResult:
+    if case.name not in results:
+        pytest.skip("not in STITCH_ADV_ONLY")
+    return results[case.name]
 
 
 def _why(res: VerifyResult) -> str:
@@ -113,7 +125,7 @@ def _why(res: VerifyResult) -> str:
 
 @pytest.mark.parametrize("case", select("honest"), ids=lambda c: c.name)
 def test_honest_candidate_passes_the_verifier(results: dict[str, VerifyResult], case: Case) -> None:
-    res = results[case.name]
+    res = _result(results, case)
     assert res.status is VerifyStatus.passed, _why(res)
     assert res.exploits == []
     # Attribution ran: the share of the GPU time in the candidate's own kernels is reported.
@@ -125,7 +137,7 @@ def test_honest_candidate_passes_the_verifier(results: dict[str, VerifyResult], 
 def test_hostile_candidate_is_stopped_by_running_it(
     results: dict[str, VerifyResult], case: Case
 ) -> None:
-    res = results[case.name]
+    res = _result(results, case)
     assert res.status in STOPPED, f"{case.kind} ({case.disguise}) got through: {_why(res)}"
 
 
@@ -133,7 +145,7 @@ def test_hostile_candidate_is_stopped_by_running_it(
     "case", [c for c in select("dynamic", "both") if _mechanism(c)], ids=lambda c: c.name
 )
 def test_the_check_made_for_the_kind_stops_it(results: dict[str, VerifyResult], case: Case) -> None:
-    res = results[case.name]
+    res = _result(results, case)
     codes = {e.code for e in res.exploits}
     assert res.status is VerifyStatus.exploit and _mechanism(case) in codes, _why(res)
     if _mechanism(case) == "stitch.exploit.heavy-op-not-custom":
@@ -192,12 +204,15 @@ def builtin_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Verif
     folder = tmp_path_factory.mktemp("builtin_programs")
     refs = []
     for rel in BUILTIN:
+        if BUILTIN_ONLY and Path(rel).stem not in BUILTIN_ONLY:
+            continue
         ref = folder / Path(rel).name
         ref.write_text((KERNELBENCH / rel).read_text())
         refs.append(ref)
-    eleven = folder / f"{ELEVEN}.py"
-    eleven.write_text(LEVEL2_11)
-    refs.append(eleven)
+    if not BUILTIN_ONLY or ELEVEN in BUILTIN_ONLY:
+        eleven = folder / f"{ELEVEN}.py"
+        eleven.write_text(LEVEL2_11)
+        refs.append(eleven)
     settings = Settings(trials=TRIALS, timing_trials=TIMING_TRIALS)
     made = generate_candidates(refs, settings, candidate_dir=folder)
     pairs: list[tuple[Path, Path]] = []
@@ -223,6 +238,8 @@ ELEVEN = "11_ConvTranspose2d_BatchNorm_Tanh_MaxPool_GroupNorm"
 def test_builtin_programs_are_not_flagged_and_report_their_share(
     builtin_results: dict[str, VerifyResult], name: str
 ) -> None:
+    if name not in builtin_results:
+        pytest.skip("not in STITCH_ADV_BUILTIN")
     res = builtin_results[name]
     assert res.status is VerifyStatus.passed, _why(res)
     assert res.exploits == []
