@@ -347,7 +347,7 @@ def _py_patches(root: Node, data: bytes) -> list[tuple[Span, str]]:
 # Names of the CUDA runtime and driver, NVIDIA's libraries and the Python C API.
 API_NAME = re.compile(
     r"^(cuda[A-Z]\w*|cu[A-Z]\w*|cublas\w*|cudnn\w*|cufft\w*|curand\w*|cusparse\w*"
-    r"|cusolver\w*|nccl[A-Z]\w*|nvrtc\w*|Py[A-Z][a-z]*_\w+|CUBLAS_\w+|CUDNN_\w+)$"
+    r"|cusolver\w*|nccl[A-Z]\w*|nvrtc\w*|Py[A-Z][a-z]*_\w+)$"
 )
 
 

@@ -382,7 +382,7 @@ class GpuRun:
             cand_calls = activity.record(cand_model, clone_all(inputs), calls=TIMELINE_FORWARDS)
         except (RecordingError, RuntimeError, AttributeError) as exc:
             report.note = f"no device activity for the candidate: {exc}"[:300]
-        self.w.result.attribution = self.attribution(ref_model, cand_calls, report.note)
+        self.w.result.attribution = self.attribute(ref_model, cand_calls, report.note)
         if self.req.exploit_checks:
             if cand_calls is not None:
                 found += exploits.check_side_stream(cand_calls)
@@ -403,7 +403,7 @@ class GpuRun:
             report.note = (report.note or "") + f" no device activity for the reference: {exc}"
         return found
 
-    def attribution(self, ref_model: Any, calls: list[Call] | None, why: str | None) -> Attribution:
+    def attribute(self, ref_model: Any, calls: list[Call] | None, why: str | None) -> Attribution:
         """Classify the candidate's kernels by who compiled them (see verify/attribution.py)."""
         trace = self.reference_trace(ref_model)
         if calls is None:
