@@ -126,3 +126,17 @@ def test_no_false_roofline_exploit_on_the_fused_conv_transpose_program() -> None
     assert exploits.check_floor(candidate_ms, eager_ms, new) == []
     # The floor still bites where the time cannot hold the bytes.
     assert exploits.check_floor(0.02, eager_ms, new)[0].code.endswith("faster-than-roofline")
+
+
+def test_what_the_run_itself_imports_is_no_patch() -> None:
+    """TorchDynamo rebinds torch.manual_seed on its first import (the profiler or a
+    torch.compile baseline can bring it in mid-run): the snapshot is taken after it."""
+    before = harness.snapshot()
+    import importlib
+
+    for name in ("torch._dynamo", "torch.profiler", "torch.utils.flop_counter"):
+        importlib.import_module(name)
+
+    t = optrace.trace(torch.nn.Conv2d(2, 2, 3), [torch.rand(1, 2, 5, 5)])
+    assert t.ops == ["convolution"]
+    assert harness.patched(before) == []

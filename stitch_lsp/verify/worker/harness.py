@@ -52,8 +52,17 @@ def _class_dict(owner: str, cls: type) -> dict[str, Any]:
 
 
 def snapshot() -> dict[str, Any]:
-    """The objects the harness relies on, by qualified name."""
+    """The objects the harness relies on, by qualified name.
+
+    TorchDynamo rebinds `torch.manual_seed` when it is first imported (wrapped so that it is
+    never traced), which the profiler or a `torch.compile` baseline can trigger mid-run: it is
+    imported first, so the snapshot holds what the rest of the run sees."""
     import builtins
+    import contextlib
+    import importlib
+
+    with contextlib.suppress(Exception):
+        importlib.import_module("torch._dynamo")
 
     found: dict[str, Any] = {}
     found |= _named("torch", torch, _TORCH)
