@@ -227,7 +227,7 @@ def test_single_shot_option_skips_the_subtasks(endpoint, mlp3, tmp_path):
 def test_the_builtin_whole_program_is_the_start_when_it_passes(endpoint, mlp3, tmp_path):
     endpoint.script.coder.append(reply("VERDICT passed 1.4"))
     loop, _ = make_loop(endpoint, mlp3, tmp_path, max_attempts=1, target_speedup=1.2)
-    loop.opt.seed = lambda: candidate("VERDICT passed 0.8")
+    loop.opt.whole_seed = lambda: candidate("VERDICT passed 0.8")
     result = loop.run()
     first, second = result.attempts
     assert (first.coder, first.phase, first.stage) == ("builtin", "whole", CoderStage.draft)
@@ -247,7 +247,7 @@ def test_a_failing_builtin_whole_program_falls_back_to_subtasks(endpoint, mlp3, 
         ]
     )
     loop, _ = make_loop(endpoint, mlp3, tmp_path, target_speedup=1.2)
-    loop.opt.seed = lambda: candidate("VERDICT incorrect MSG 73 of 10000 elements")
+    loop.opt.whole_seed = lambda: candidate("VERDICT incorrect MSG 73 of 10000 elements")
     result = loop.run()
     assert result.attempts[0].coder == "builtin" and result.attempts[0].phase == "whole"
     assert any("did not pass (incorrect); building step by step" in n for n in result.notes)

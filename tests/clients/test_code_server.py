@@ -129,6 +129,11 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
         "PATH": f"{NODE24.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "STITCH_E2E_TOOLS": str(TOOLS),
         "CUDA_VISIBLE_DEVICES": "",  # a GPU machine too runs Generate compile-only here
+        # The nvcc build cache of the other tests (the home above is a new one): the generated
+        # layernorm_gelu is the one the CLI tests build, so the build is not done twice.
+        "STITCH_CACHE_DIR": os.environ.get(
+            "STITCH_CACHE_DIR", str(Path.home() / ".cache" / "stitch-lsp" / "build")
+        ),
     }
     common = ["--user-data-dir", str(data), "--extensions-dir", str(extensions)]
     installed = code_server(
@@ -225,6 +230,8 @@ def test_generate_and_results_in_code_server(vsix: Path, tmp_path: Path) -> None
     assert "The reference's kernels are not on the chart" in profiled
     # The kernel table scrolls in its container; the page does not overflow; it sorts.
     assert seen["pageOverflow"] <= 0 and seen["tableScrolls"] == "auto", seen
+    assert seen["tableHidden"] <= 1, seen  # no column hidden past the panel's edge
+    assert seen["generatedPageOverflow"] <= 0, seen  # the plan's "why" wraps
     assert (seen["sortFirst"], seen["sortSecond"]) == ("ascending", "descending")
     # No developer's folder in what the panels show.
     for text in (generated, profiled):
