@@ -80,6 +80,18 @@ a.line { color: var(--vscode-textLink-foreground); cursor: pointer; text-decorat
 .roofline .empty { fill: var(--vscode-descriptionForeground); font-style: italic; }
 .swatch-c { color: var(--vscode-charts-blue); } .swatch-r { color: var(--vscode-charts-orange); }
 .scroll { max-width: 100%; overflow-x: auto; }
+/* The panel is often narrow (beside the editor): headers and sentences wrap rather than widen
+   the page. */
+th { white-space: normal; vertical-align: bottom; }
+table.plan-groups td.text, table.rubric td.text, .pair td.text { white-space: normal; overflow-wrap: anywhere; }
+table.rubric th { white-space: nowrap; }
+table.rubric th, table.rubric td { vertical-align: top; }
+table.plan-groups td.note { min-width: 14em; }
+/* The kernel table fits the panel where it can (kernel names wrap anywhere, cells sit closer);
+   it scrolls in its container where it still cannot. */
+table.kernels { font-size: 0.95em; }
+table.kernels th, table.kernels td { padding: 2px 5px 2px 0; }
+table.kernels td.kname { white-space: normal; overflow-wrap: anywhere; min-width: 6em; }
 table.sortable th.sort { cursor: pointer; user-select: none; }
 table.sortable th.sort:hover { color: var(--vscode-foreground); }
 table.sortable th[aria-sort=ascending]::after { content: " ▲"; }
@@ -309,8 +321,13 @@ function verifyBlock(v: VerifySummary | null | undefined, role: Results["role"])
   return `<table>${rows.map(([k, val]) => `<tr><th class=text>${k}</th><td class=text>${val}</td></tr>`).join("")}</table>`;
 }
 
-/** A cell with its sort key: numbers sort as numbers, text as text, a blank last. */
-function cell(shown: string, value: number | string | null | undefined, text = false): string {
+/** A cell with its sort key: numbers sort as numbers, text as text, a blank last. `text` left-aligns
+ * it (a string adds that class too). */
+function cell(
+  shown: string,
+  value: number | string | null | undefined,
+  text: boolean | string = false,
+): string {
   const v =
     typeof value === "number"
       ? Number.isFinite(value)
@@ -319,10 +336,13 @@ function cell(shown: string, value: number | string | null | undefined, text = f
       : typeof value === "string"
         ? value
         : "";
-  return `<td${text ? " class=text" : ""} data-v="${esc(v)}">${shown}</td>`;
+  const cls = text === false ? "" : typeof text === "string" ? ` class="text ${text}"` : " class=text";
+  return `<td${cls} data-v="${esc(v)}">${shown}</td>`;
 }
 
-const KERNEL_COLUMNS: [string, boolean][] = [
+/** [title, left-aligned, how the header shows it (where it may break: a soft hyphen, a
+ * zero-width space)]. The side is its swatch, as in the roofline's legend (the word in its title). */
+const KERNEL_COLUMNS: [string, boolean, string?][] = [
   ["#", false],
   ["side", true],
   ["kernel", true],
@@ -330,13 +350,12 @@ const KERNEL_COLUMNS: [string, boolean][] = [
   ["SM %", false],
   ["memory %", false],
   ["DRAM GB/s", false],
-  ["occupancy %", false],
+  ["occupancy %", false, "occu&shy;pancy %"],
   ["regs", false],
-  ["block", false],
-  ["grid", false],
+  ["grid × block", false],
   ["bound", true],
-  ["FLOP/byte", false],
-  ["GFLOP/s", false],
+  ["FLOP/byte", false, "FLOP/&#8203;byte"],
+  ["GFLOP/s", false, "GFLOP/&#8203;s"],
 ];
 
 function kernelsTable(kernels: KernelRow[], profiler: string | null | undefined): string {
@@ -349,8 +368,8 @@ function kernelsTable(kernels: KernelRow[], profiler: string | null | undefined)
   const head =
     "<thead><tr>" +
     KERNEL_COLUMNS.map(
-      ([title, text]) =>
-        `<th class="sort${text ? " text" : ""}" title="sort by ${esc(title)}">${esc(title)}</th>`,
+      ([title, text, shown]) =>
+        `<th class="sort${text ? " text" : ""}" title="sort by ${esc(title)}">${shown ?? esc(title)}</th>`,
     ).join("") +
     "</tr></thead>";
   const body = kernels
@@ -361,18 +380,17 @@ function kernelsTable(kernels: KernelRow[], profiler: string | null | undefined)
           : esc(k.name);
       const side =
         k.side === "candidate"
-          ? `<span class=swatch-c>●</span> candidate`
-          : `<span class=swatch-r>□</span> reference`;
+          ? `<span class=swatch-c title="candidate" aria-label="candidate">●</span>`
+          : `<span class=swatch-r title="reference" aria-label="reference">□</span>`;
       return (
-        `<tr>${cell(String(i + 1), i + 1)}${cell(side, k.side, true)}${cell(name, k.name, true)}` +
+        `<tr>${cell(String(i + 1), i + 1)}${cell(side, k.side, true)}${cell(name, k.name, "kname")}` +
         cell(num(k.durationUs), k.durationUs) +
         cell(num(k.smPct, 3), k.smPct) +
         cell(num(k.memoryPct, 3), k.memoryPct) +
         cell(num(k.dramGbS, 4), k.dramGbS) +
         cell(num(k.occupancyPct, 3), k.occupancyPct) +
         cell(String(k.registers ?? "–"), k.registers) +
-        cell(String(k.block ?? "–"), k.block) +
-        cell(String(k.grid ?? "–"), k.grid) +
+        cell(`${k.grid ?? "–"}×${k.block ?? "–"}`, (k.grid ?? 0) * (k.block ?? 0) || null) +
         cell(esc(k.bottleneck), k.bottleneck, true) +
         cell(num(k.arithmeticIntensity), k.arithmeticIntensity) +
         cell(num(k.gflops, 4), k.gflops) +

@@ -167,6 +167,7 @@ try {
     .first()
     .evaluate((e) => e.scrollWidth > e.clientWidth + 1);
   await palette("View: Hide Panel"); // room for the new file
+  await page.locator(".quick-input-widget").waitFor({ state: "hidden" }); // not caught closing
   await shot("3-generated-file");
 
   // 3. The results panel of the generated file: attempts, verify state, roofline.
@@ -193,6 +194,10 @@ try {
   // Opening the panel put the notifications away: nothing covers it.
   await page.waitForTimeout(500);
   seen.toastsOverResults = await page.locator(".notification-toast").count();
+  // The plan's and the rubric's sentences wrap: the page is no wider than the panel.
+  seen.generatedPageOverflow = await frame
+    .locator("body")
+    .evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   await shot("4-results-generated");
   await frame.locator("h2", { hasText: "Plan" }).scrollIntoViewIfNeeded();
   await frame.locator("h2", { hasText: "Plan" }).evaluate((e) => e.scrollIntoView({ block: "start" }));
@@ -238,6 +243,11 @@ try {
     .locator("div.scroll")
     .first()
     .evaluate((e) => getComputedStyle(e).overflowX);
+  // ... and at this size it needs no scrolling: every column is in view.
+  seen.tableHidden = await frame2
+    .locator("div.scroll")
+    .first()
+    .evaluate((e) => e.scrollWidth - e.clientWidth);
   seen.toastsOverProfiled = await page.locator(".notification-toast").count();
   await shot("5-results-roofline");
   // Sortable: a click on "time µs" sorts by it, ascending, then descending.

@@ -101,8 +101,11 @@ describe("results panel HTML", () => {
     assert.match(html, /data-line="210"[^>]*>stitch_fused_0_kernel</);
     assert.match(
       html,
-      /□<\/span> reference<\/td><td class=text data-v="vectorized_layer_norm_kernel">vectorized_layer_norm_kernel/,
+      /title="reference" aria-label="reference">□<\/span><\/td><td class="text kname" data-v="vectorized_layer_norm_kernel">vectorized_layer_norm_kernel/,
     );
+    // Launch shape in one column; long headers may break (the table fits a narrow panel).
+    assert.match(html, /<td data-v="270336">1056×256<\/td>/);
+    assert.match(html, /occu&shy;pancy %<\/th>/);
     assert.match(html, /data-action="compare"/);
     assert.match(html, /Report: profiles\/layernorm_gelu_stitch\.ncu-rep/);
     assert.doesNotMatch(html, /\/tmp\/ncu-1|\/w\/ex/, "no absolute path of the developer's machine");
