@@ -251,3 +251,24 @@ def test_the_decode_steps_cache_update_runs_in_place_on_the_buffer(
     cand = generate_for(DECODE)
     assert cand.handled, cand.reason
     assert "torch.ops.aten.index_copy_.default(leaves[" in cand.source
+
+
+@pytest.mark.parametrize(
+    ("name", "init", "forward", "inputs", "handled"),
+    [
+        ("matmul_alone", "", "return torch.matmul(x, x)", "torch.randn(64, 64)", False),
+        ("linear_alone", "self.fc = nn.Linear(64, 32, bias=False)", "return self.fc(x)",
+         "torch.randn(8, 64)", False),
+        # the bias and ReLU run in the cuBLASLt epilogue: that epilogue is the fusion
+        ("linear_relu", "self.fc = nn.Linear(64, 32)", "return torch.relu(self.fc(x))",
+         "torch.randn(8, 64)", True),
+        ("matmul_scaled", "", "return torch.matmul(x, x) * 0.5", "torch.randn(64, 64)", True),
+    ],
+)  # fmt: skip
+def test_a_program_that_only_calls_the_library_is_refused(
+    tmp_path: Path, name: str, init: str, forward: str, inputs: str, handled: bool
+) -> None:
+    cand = generate_for(write_problem(tmp_path, name, problem(init, forward, inputs)))
+    assert cand.handled is handled, cand.reason
+    if not handled:
+        assert cand.reason.startswith("nothing to generate: the module is a matrix product alone")

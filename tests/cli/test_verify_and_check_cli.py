@@ -159,6 +159,9 @@ def test_verify_is_never_silent_during_a_long_build(
 
     monkeypatch.setattr(progress_lines, "HEARTBEAT_S", 0.5)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    # a build cache of its own: another test that built this candidate first would make the
+    # build a cache hit, over before a beat (tests run in any order, in two workers)
+    monkeypatch.setenv("STITCH_CACHE_DIR", str(tmp_path / "cache"))
     ref = Path(shutil.copy(AGENT_DATA / "scale_relu.py", tmp_path / "ref.py"))
     cand = tmp_path / "cand.py"
     honest = (AGENT_DATA / "scale_relu_candidate.py").read_text()

@@ -69,8 +69,22 @@ def with_rewrites(source: str, applied: list[Applied]) -> str:
     return source[:cut] + "\n".join(note) + "\n\n" + source[cut:]
 
 
+def _vendor_only(groups: list[Group]) -> bool:
+    """Every op on cuBLAS, cuDNN or PyTorch with nothing fused into the vendor call: a program
+    that only calls the library is not a CUDA implementation (a GEMM whose bias and ReLU run in
+    its cuBLASLt epilogue is: that epilogue is the fusion)."""
+    fused = any(n.params.get("epilogue") for g in groups if g.kind == "gemm" for n in g.nodes)
+    return not fused and all(g.kind in ("conv", "gemm", "aten") for g in groups)
+
+
 def _nothing_generated(groups: list[Group]) -> str:
-    """Why a program of PyTorch calls only is refused, naming what would stay in PyTorch."""
+    """Why a program of library calls only is refused, naming what would stay there."""
+    if all(g.kind == "gemm" for g in groups):
+        return (
+            "nothing to generate: the module is a matrix product alone, which the builtin coder "
+            "would only hand to cuBLAS (a candidate that only calls the library would not be a "
+            "CUDA implementation)"
+        )
     if all(g.kind == "conv" for g in groups):
         return (
             "nothing to generate: the module is a convolution alone, which stays on cuDNN "
@@ -84,8 +98,9 @@ def _nothing_generated(groups: list[Group]) -> str:
         if "[" not in n.fn
     ]
     return (
-        "nothing to generate: every op would stay in PyTorch, and a candidate that only calls "
-        "PyTorch is not a CUDA implementation; PyTorch fallbacks: " + "; ".join(stays[:6])
+        "nothing to generate: every op would stay in cuBLAS, cuDNN or PyTorch, and a candidate "
+        "that only calls them is not a CUDA implementation"
+        + ("; PyTorch fallbacks: " + "; ".join(stays[:6]) if stays else "")
     )
 
 
@@ -105,7 +120,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
         applied = apply_rewrites(graph)
         summary = graph.summary()
         groups = fold_gemm_epilogues(graph, partition(graph))
-        if all(g.kind in ("conv", "aten") for g in groups):
+        if _vendor_only(groups):
             raise Unsupported(_nothing_generated(groups))
         cg = Codegen(graph, groups)
         cuda = cg.cuda_source()
