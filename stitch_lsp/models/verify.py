@@ -72,6 +72,10 @@ class TrialResult(Record):
     reference_error_fp64: float | None = Field(
         None, description="Max abs error of the fp32 reference itself from float64 (on a miss)."
     )
+    fp64_cleared: bool = Field(
+        False,
+        description="A bf16/fp16 miss passed: no further from float64 than the reference is.",
+    )
     message: str = ""
 
 

@@ -36,7 +36,7 @@ def render(result: VerifyResult) -> str:
         if c.trials:
             lines.append(f"  max abs error {worst:.3g}")
         for t in c.trials:
-            if not t.passed:
+            if not t.passed or t.fp64_cleared:
                 lines.append(f"  trial {t.index} output {t.output}: {t.message}")
         if c.precision is not None:
             lines.extend(precision_lines(c.precision))

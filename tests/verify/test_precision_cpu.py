@@ -168,3 +168,49 @@ def test_worst_trial_and_miss_sentence() -> None:
         "candidate max err 3.1e-4 vs the fp32 reference (1.2e-4 from float64); "
         "the fp32 reference itself is 2.7e-4 from float64"
     )
+
+
+class DeepBf16(torch.nn.Module):
+    """Eight Linear+tanh layers with residuals: bf16 rounding after every op drifts far from
+    the exact answer, as a deep language model's does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(64, 64) for _ in range(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = x + torch.tanh(layer(x)) * 2.0
+        return x
+
+
+def _fused_bf16(model: DeepBf16, x: torch.Tensor) -> torch.Tensor:
+    """A fused program's numbers: each layer in float registers, stored in bf16 once."""
+    for layer in model.layers:
+        w, b = layer.weight.float(), layer.bias.float()
+        x = (x.float() + torch.tanh(x.float() @ w.T + b) * 2.0).to(torch.bfloat16)
+    return x
+
+
+def test_a_bf16_miss_no_further_from_float64_than_eager_is_cleared() -> None:
+    torch.manual_seed(0)
+    model = DeepBf16().to(torch.bfloat16)
+    x = torch.randn(256, 64).to(torch.bfloat16) * 3
+    with torch.no_grad():
+        eager = model(x)
+        ours = _fused_bf16(model, x)
+        exact = precision.run64(precision.float64_model(model), [x])[0]
+    tol = 1e-2
+    assert not compare(0, 0, eager, ours, tol, tol).passed  # a miss against eager bf16
+    cand = precision.error_from(exact, ours, tol, tol)
+    ref = precision.error_from(exact, eager, tol, tol)
+    assert ref.tol_units > 1.0  # eager bf16 itself is outside the tolerance of the exact answer
+    assert precision.within_reference_error(cand.tol_units, ref.tol_units)
+    # a candidate that is wrong by more than bf16 rounding stays a miss
+    wrong = (ours.float() + 0.25 * torch.randn_like(ours.float())).to(torch.bfloat16)
+    bad = precision.error_from(exact, wrong, tol, tol)
+    assert not precision.within_reference_error(bad.tol_units, ref.tol_units)
+    assert not precision.within_reference_error(math.inf, ref.tol_units)
+    assert "cleared by the float64 oracle" in precision.describe_cleared(
+        cand.tol_units, ref.tol_units, "bfloat16"
+    )
