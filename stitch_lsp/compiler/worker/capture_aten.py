@@ -273,22 +273,24 @@ class AtenConverter(Converter):
         if any(u.vid == leaf.vid for node in self.g.nodes for u in node.uses):
             why = f"{leaf.expr} is read before it is written"
             raise Unsupported(f"{exc} (and it cannot run as a PyTorch fallback: {why})") from exc
+        self._effect(n, exc, why=f"updates {leaf.expr} in place, as the reference does")
+        return Use(leaf.vid, leaf.shape)
+
+    def _effect(
+        self, n: torch.fx.Node, exc: Unsupported, target: Any = None, args: Any = None, **said: str
+    ) -> None:
+        """An in-place call run as it is, in order between the kernels: model or program state
+        that later reads see (`said`: why, and where for the plan)."""
+        target = n.target if target is None else target
         try:
-            call = spelled_call(n, self._fallback_value)
+            call = spelled_call(n, self._fallback_value, target, args)
         except (NotPlain, Unsupported) as bad:
             raise Unsupported(f"{exc} (and an argument ({bad}) has no source spelling)") from exc
-        fn = f"{_name(n.target)}.{getattr(n.target, '_overloadname', 'default')}"
+        fn = f"{_name(target)}.{getattr(target, '_overloadname', 'default')}"
         self.b.add(
-            "aten",
-            fn,
-            list(call.operands),
-            (),
-            call=call.template,
-            dtype="effect",
-            why=f"updates {leaf.expr} in place, as the reference does",
-            effect=True,
-        )
-        return Use(leaf.vid, leaf.shape)
+            "aten", fn, list(call.operands), (), call=call.template, dtype="effect", effect=True,
+            **said,
+        )  # fmt: skip
 
     def _fresh_fallback_written(self, n: torch.fx.Node) -> Use | None:
         """The operand an in-place op writes, where it is (a view of) a tensor a fallback made
@@ -317,22 +319,11 @@ class AtenConverter(Converter):
         value = self._constant_source(n)
         if value is not None:  # `mask[a:b] = k`: fill the view with k, no tensor made for k
             target, args = torch.ops.aten.fill_.Scalar, (n.args[0], value)
-        try:
-            call = spelled_call(n, self._fallback_value, target, args)
-        except (NotPlain, Unsupported) as bad:
-            raise Unsupported(f"{exc} (and an argument ({bad}) has no source spelling)") from exc
-        fn = f"{_name(target)}.{getattr(target, '_overloadname', 'default')}"
-        self.b.add(
-            "aten",
-            fn,
-            list(call.operands),
-            (),
-            call=call.template,
-            dtype="effect",
+        self._effect(
+            n, exc, target, args,
             why="writes a tensor made in PyTorch in place, as the reference does",
             site=self.desc(n),
-            effect=True,
-        )
+        )  # fmt: skip
         return written
 
     def _constant_source(self, n: torch.fx.Node) -> float | None:
