@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,13 @@ def _units(got: Any, want: Any, tol: float) -> float:
     return float(((got.double() - w).abs() / (tol + tol * w.abs())).max())
 
 
-def _run(path: Path, dtype: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
-    """(the captured graph's output, the model's own, the model in float64 on the same
-    inputs). The graph runs on a twin of the model, since the decode step writes its cache."""
+def _run(
+    path: Path, dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, Any, Callable[[], Any]]:
+    """(the captured graph's output, the model's own, the model in float64 on the same inputs,
+    computed when asked: a float64 forward of a whole network is often the slowest part, and only a
+    bf16 result that is not within tolerance of eager needs it). The graph runs on a twin of the
+    model, since the decode step writes its cache."""
     import torch
 
     from stitch_lsp.compiler.worker.capture import capture
@@ -55,11 +60,15 @@ def _run(path: Path, dtype: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, 
     exact = copy.deepcopy(model).double()
     torch.manual_seed(1)
     inputs = list(mod.get_inputs())
+    wide = [t.double() if t.is_floating_point() else t for t in inputs]
     with torch.no_grad():
-        wide = [t.double() if t.is_floating_point() else t for t in inputs]
-        want64 = exact(*wide)
         want = model(*inputs)
         (got,) = run_graph(graph, twin, inputs)
+
+    def want64() -> Any:
+        with torch.no_grad():
+            return exact(*wide)
+
     return got, want, want64
 
 
@@ -83,7 +92,10 @@ def test_library_model_captures_faithfully_in_bf16(
     # stores (rounded where PyTorch rounds each op), is within it of the eager bf16 model, or,
     # where eager bf16 itself is that far from the exact answer (T5's large activations), no
     # further from the float64 answer than eager bf16 is.
-    got, want, want64 = _run(path, "bfloat16", monkeypatch)
+    got, want, exact = _run(path, "bfloat16", monkeypatch)
     assert got.dtype == want.dtype == __import__("torch").bfloat16
+    if _units(got, want, 1e-2) <= 1.0:
+        return
+    want64 = exact()
     ours, eager = _units(got, want64, 1e-2), _units(want, want64, 1e-2)
-    assert _units(got, want, 1e-2) <= 1.0 or ours <= 1.1 * eager, (ours, eager)
+    assert ours <= 1.1 * eager, (ours, eager)
