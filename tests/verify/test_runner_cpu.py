@@ -130,9 +130,12 @@ def test_compile_error_maps_into_the_python_document() -> None:
 
 
 @pytest.fixture(scope="module")
-def torch_header_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the tests that compile against torch's headers (tens of seconds each)."""
-    return tmp_path_factory.mktemp("torch-header-cache")
+def torch_header_cache(run_tmp: Path) -> Path:
+    """One cache for the tests that compile against torch's headers (tens of seconds each),
+    whichever worker runs them."""
+    cache = run_tmp / "torch-header-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @needs_nvcc
