@@ -466,10 +466,18 @@ class JobScheduler:
                 JobState.cancelled, message=job.cancel_reason or "cancelled", device=job.device
             )
         except Exception as exc:
-            log.exception("job %s (%s) failed", job.id, job.spec.kind)
-            outcome = JobOutcome(
-                JobState.failed, message=f"{job.title} failed: {exc}", device=job.device
-            )
+            if job.cancel_event.is_set():
+                # Cancelled, though the task saw no CancelledError: Python 3.11's wait_for
+                # can swallow one that lands as its inner future completes (progress.begin),
+                # and the job's workers then stop on the event and raise their own error.
+                outcome = JobOutcome(
+                    JobState.cancelled, message=job.cancel_reason or "cancelled", device=job.device
+                )
+            else:
+                log.exception("job %s (%s) failed", job.id, job.spec.kind)
+                outcome = JobOutcome(
+                    JobState.failed, message=f"{job.title} failed: {exc}", device=job.device
+                )
         await self._release(job)
         outcome.seconds = time.perf_counter() - (job.started or time.perf_counter())
         self._finish(job, outcome)

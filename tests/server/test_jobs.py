@@ -140,6 +140,30 @@ async def test_document_change_cancels_queued_and_running_jobs() -> None:
     assert tracker.ran == ["b"]
 
 
+async def test_a_cancel_the_task_never_saw_still_ends_as_cancelled() -> None:
+    """Python 3.11's wait_for can swallow a CancelledError that lands as its inner future
+    completes; the job's workers then stop on the cancel event and raise their own error. The
+    job was cancelled all the same, and says why."""
+    started = asyncio.Event()
+
+    async def run(ctx: JobContext) -> str:
+        started.set()
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:  # swallowed, as that wait_for does
+            pass
+        assert ctx.cancelled
+        raise WorkerError(WorkerErrorKind.cancelled, "cancelled")
+
+    sched = JobScheduler(["cuda:0"], current_version={"file:///a.py": 2}.get)
+    job = sched.submit(JobSpec(kind="verify", uri="file:///a.py", version=2, run=run))
+    await asyncio.wait_for(started.wait(), 5)
+    assert sched.document_changed("file:///a.py", 3) == 1
+    outcome = await asyncio.wait_for(job.wait(), 5)
+    assert outcome.state is JobState.cancelled
+    assert "changed" in outcome.message
+
+
 @pytest.mark.slow
 async def test_client_cancel_through_progress_kills_the_worker_process_group(tmp_path) -> None:
     progress = RecordingProgress()
