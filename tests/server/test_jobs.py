@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -148,10 +149,8 @@ async def test_a_cancel_the_task_never_saw_still_ends_as_cancelled() -> None:
 
     async def run(ctx: JobContext) -> str:
         started.set()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):  # swallowed, as that wait_for does
             await asyncio.sleep(5)
-        except asyncio.CancelledError:  # swallowed, as that wait_for does
-            pass
         assert ctx.cancelled
         raise WorkerError(WorkerErrorKind.cancelled, "cancelled")
 

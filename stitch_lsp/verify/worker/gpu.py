@@ -300,8 +300,10 @@ class GpuRun:
         finally:
             self.drop_model64()
         reduced = expected.dtype in precision.REDUCED_DTYPES
-        if reduced and not res.unwritten and precision.within_reference_error(
-            cand.tol_units, ref.tol_units
+        if (
+            reduced
+            and not res.unwritten
+            and precision.within_reference_error(cand.tol_units, ref.tol_units)
         ):
             res.passed = True
             res.fp64_cleared = True
