@@ -56,8 +56,10 @@ def ew(n: Node, args: list[Any]) -> torch.Tensor:
             scope[k] = v
     for p in op.params:  # parameters the op was captured without take their default
         scope.setdefault(p.name, p.default)
-    out = eval(op.ref, scope)
-    return torch.as_tensor(out).expand(n.shape) if out.dim() < len(n.shape) else out
+    out = torch.as_tensor(eval(op.ref, scope))
+    # A kernel broadcasts every operand to the node's shape, even where none has it whole
+    # (`where(mask (1, 1, q, k), 0.0, -inf)` for a (b, 1, q, k) mask expanded in the reference).
+    return out.expand(n.shape) if tuple(out.shape) != tuple(n.shape) else out
 
 
 def gather(n: Node, args: list[torch.Tensor]) -> torch.Tensor:

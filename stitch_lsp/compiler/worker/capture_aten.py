@@ -76,7 +76,7 @@ def trace(
     with mode:
         flat = [mode.from_tensor(t) for t in state.values()]
         fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
-    with leaves_as_ops(model) as records, _whole_stacks():
+    with leaves_as_ops(model) as records, _whole_stacks(), _scalars_keep_their_value():
         gm = make_fx(forward, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
     return gm, names, set(plain), kept
@@ -98,6 +98,47 @@ def _whole_stacks() -> Iterator[None]:
         yield
     finally:
         PythonKeyTracer._filter_traceback_frames = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _scalars_keep_their_value() -> Iterator[None]:
+    """The model is traced on the meta device, so `torch.tensor(0.0, device=mask.device)` (how
+    transformers turns a boolean mask into an additive one) would lose its value. A 0-dim tensor
+    made from a Python number is made on the CPU instead, where the trace keeps its value (0-dim
+    CPU tensors mix with tensors of any device, as scalars do); one made from a list is made on
+    the CPU and moved, so the trace holds its values and the move."""
+    original: Any = torch.tensor
+
+    def tensor(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        if device is None or torch.device(device).type != "meta":
+            return original(data, *args, device=device, **kwargs)
+        if isinstance(data, (bool, int, float)):
+            return original(data, *args, device="cpu", **kwargs)
+        if isinstance(data, (list, tuple)):  # a table: made on the CPU, then moved
+            return original(data, *args, device="cpu", **kwargs).to(device)
+        return original(data, *args, device=device, **kwargs)
+
+    def index_list(v: Any) -> Any:
+        if isinstance(v, list) and v and all(type(i) is int for i in v):
+            return original(v, device="cpu")
+        return v
+
+    getitem = torch.Tensor.__getitem__
+
+    def item(self: torch.Tensor, index: Any) -> Any:
+        # `x[..., [-2], :]`: the list becomes an index tensor on x's device (meta); on the CPU
+        # it keeps its values, and indexing takes index tensors of another device.
+        if self.device.type == "meta":
+            index = tuple(map(index_list, index)) if isinstance(index, tuple) else index_list(index)
+        return getitem(self, index)
+
+    torch.tensor = tensor
+    torch.Tensor.__getitem__ = item  # type: ignore[assignment,method-assign]
+    try:
+        yield
+    finally:
+        torch.tensor = original
+        torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
 
 
 def _name(target: Any) -> str:
@@ -146,14 +187,24 @@ class AtenConverter(Converter):
         """A tensor made inside forward from a Python number (`torch.tensor(1 / 0.01)`): make_fx
         keeps its value, so it becomes a filled scalar. Larger constants are refused."""
         t = getattr(self.gm, str(n.target), None)
-        if (
-            isinstance(t, torch.Tensor)
-            and t.numel() == 1
-            and t.device.type != "meta"
-            and t.dtype in (torch.float32, torch.float64, torch.int64, torch.int32)
-        ):
-            return self.b.fill(float(t.item()), tuple(t.shape))
-        raise Unsupported(f"{self.desc(n)}: a constant tensor made inside forward is not supported")
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            raise Unsupported(
+                f"{self.desc(n)}: a constant tensor made inside forward is not supported"
+            )
+        if t.dim() == 0 and t.dtype in (torch.float32, torch.float64, torch.int64, torch.int32):
+            return self.b.fill(float(t.item()), ())
+        if t.numel() > MAX_CONSTANT or t.dtype not in DTYPES:
+            raise Unsupported(
+                f"{self.desc(n)}: a constant tensor of {t.numel()} {t.dtype} values made inside "
+                f"forward (at most {MAX_CONSTANT} are kept in the generated file)"
+            )
+        # An index list (`x[..., [-2], :]`) or a small table: PyTorch makes it, with its values.
+        dtype = DTYPES[t.dtype]
+        call = f"torch.tensor({t.tolist()!r}, dtype=torch.{dtype}, device=dev)"
+        return self.b.add(
+            "aten", "tensor", [], tuple(t.shape), call=call.replace("{", "{{").replace("}", "}}"),
+            dtype=dtype, why="a constant made inside forward", site=self.desc(n),
+        )  # fmt: skip
 
     # -- dispatch --------------------------------------------------------------------------------
     def convert(self, n: torch.fx.Node) -> Any:
@@ -208,6 +259,8 @@ class AtenConverter(Converter):
             if self._buffer_written(n) is not None:
                 return self._buffer_update(n, exc)
             made = self._fresh_fallback_written(n)
+            if made is None and self._clone_in_pytorch(n):
+                made = self._fresh_fallback_written(n)
             if made is not None:
                 return self._fallback_update(n, made, exc)
             twin = out_of_place(n.target)
@@ -253,6 +306,36 @@ class AtenConverter(Converter):
             )
             for k, (shape, dtype) in enumerate(results)
         ]
+
+    def _clone_in_pytorch(self, n: torch.fx.Node) -> bool:
+        """Where `n` writes (a view of) a clone (torchvision Swin V2: `b = qkv_bias.clone()`,
+        then `b[k:2 * k].zero_()`), the clone becomes a tensor PyTorch makes, so the write can run
+        in place on it, as in the reference; reads after the write see it, reads before do not."""
+        chain: list[torch.fx.Node] = []
+        node = n.args[0] if n.args else None
+        while isinstance(node, torch.fx.Node) and node.op == "call_function":
+            if _name(node.target) not in _VIEWS:
+                break
+            chain.append(node)
+            node = node.args[0]
+        if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+            return False
+        if _name(node.target) != "clone":
+            return False
+        src, val = self.env.get(node), node.meta.get("val")
+        if not isinstance(src, Use) or not isinstance(val, torch.Tensor) or val.dtype not in DTYPES:
+            return False
+        made = self.g.node(src.vid)
+        if made is not None and made.kind == "aten":
+            return False  # PyTorch's already
+        self.env[node] = self.b.add(
+            "aten", "clone.default", [src], tuple(int(d) for d in val.shape), call="{0}.clone()",
+            dtype=DTYPES[val.dtype], why="the reference writes into this clone in place",
+            site=self.desc(node),
+        )  # fmt: skip
+        for view in reversed(chain):
+            self.env[view] = self.lower(view)
+        return True
 
     def _buffer_written(self, n: torch.fx.Node) -> Leaf | None:
         """The buffer an in-place op writes whole (`self.k_cache.index_copy_(2, pos, k)`)."""
@@ -469,10 +552,11 @@ class AtenConverter(Converter):
         src = n.args[0]
         if not isinstance(src, torch.fx.Node):
             return
-        views = {"view", "_unsafe_view", "slice", "select", "permute", "transpose", "t"}
-        views |= {"expand", "unsqueeze", "squeeze", "alias", "split", "unfold", "as_strided"}
+        views = _VIEWS
         if src.op == "call_function" and _name(src.target) in views:
-            raise Unsupported(f"{self.desc(n)}: an in-place op on a view")
+            if not _private_view(src, views):
+                raise Unsupported(f"{self.desc(n)}: an in-place op on a view")
+            return
         if any(u.op == "call_function" and _name(u.target) in views for u in src.users):
             raise Unsupported(f"{self.desc(n)}: an in-place op on a tensor that has views")
 
@@ -483,7 +567,32 @@ class AtenConverter(Converter):
         return self.b.leaf("buffer", name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
 
 
+_VIEWS = frozenset(
+    {"view", "_unsafe_view", "slice", "select", "permute", "transpose", "t", "expand", "unsqueeze"}
+    | {"squeeze", "alias", "split", "unfold", "as_strided"}
+)
+
+
+def _private_view(view: torch.fx.Node, views: frozenset[str]) -> bool:
+    """A view whose writes nobody else can see: each link of its chain back to a value the
+    forward computed (`mlp(x)`'s GEMM output reshaped, then `+=`) has this one user, so computing
+    the in-place op out of place changes nothing (Falcon's `mlp_output += attention_output`)."""
+
+    def readers(node: torch.fx.Node) -> int:  # a view that nothing reads is no reader
+        return sum(1 for u in node.users if u.users or _name(u.target) not in views)
+
+    node = view
+    while node.op == "call_function" and _name(node.target) in views:
+        base = node.args[0]
+        if readers(node) != 1 or not isinstance(base, torch.fx.Node):
+            return False
+        node = base
+    return node.op == "call_function" and readers(node) == 1
+
+
 HALF_DTYPES = ("bfloat16", "float16")
+# The most values of a constant made inside forward that the generated file spells out.
+MAX_CONSTANT = 1024
 
 # Past this many ATen ops the forward is an unrolled loop, not a program worth one kernel each.
 MAX_ATEN_NODES = 20000

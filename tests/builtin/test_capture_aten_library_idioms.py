@@ -1,0 +1,134 @@
+"""Library idioms that the ATen-level capture meets in transformers and torchvision code, each
+captured and run (with eager ops, tests/builtin/interp.py) against the model itself.
+
+The model is traced on the meta device, where a tensor made from Python values inside forward
+loses its values: `torch.tensor(0.0, device=mask.device)` (transformers' additive masks, GPT-J,
+CodeGen, Bloom) and list indices `x[..., [-2], :]` (Falcon's multi-query split). An in-place op on
+a view that nothing else reads (Falcon's `mlp_output += attention_output` on a reshaped GEMM
+output, torchvision Swin V2's `nn.ReLU(inplace=True)` after a Linear) is computed out of place;
+a write into a slice of a clone (Swin V2's `qkv_bias.clone()` with its key third zeroed) runs in
+place on a clone that PyTorch makes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stitch_lsp.compiler.ir import Graph, Unsupported
+
+from .helpers import import_path, write_problem
+from .interp import run_graph
+from .problems import problem
+from .test_fallback import _run_fallback_lines
+
+torch = pytest.importorskip("torch")
+
+ADDITIVE_MASK = problem(
+    "",
+    "keep = x > 0.2\n"
+    "bias = torch.where(keep, torch.tensor(0.0, device=x.device), torch.finfo(x.dtype).min)\n"
+    "return torch.softmax(x * 3.0 + bias, dim=-1)",
+    "torch.randn(4, 9)",
+)
+LIST_INDEX = problem(
+    "self.fc = nn.Linear(8, 24)",
+    "q = self.fc(x).view(x.shape[0], 6, 4)\n"
+    "head, k, v = q[:, :-2, :], q[:, [-2], :], q[:, [-1], :]\n"
+    "return torch.tanh(head * k + v) + q[:, [0, 3, 5], :].sum(1, keepdim=True)",
+    "torch.randn(5, 8)",
+)
+PRIVATE_VIEW = problem(
+    "self.fc = nn.Linear(8, 8, bias=False)\nself.act = nn.ReLU(inplace=True)",
+    "y = self.fc(x).view(2, 3, 8)\ny += x.view(2, 3, 8)\nreturn self.act(y) * 2.0",
+    "torch.randn(6, 8)",
+)
+# A small table made inside forward, on the input's device.
+TABLE = problem(
+    "",
+    "w = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], device=x.device)\n"
+    "return torch.relu(x @ w.t() + 1.0)",
+    "torch.randn(4, 3)",
+)
+# torchvision's Swin V2: a clone of a parameter, a slice of it zeroed, then the clone read.
+CLONE_WRITE = problem(
+    "self.fc = nn.Linear(8, 12)",
+    "b = self.fc.bias.clone()\nb[4:8].zero_()\nreturn torch.tanh(F.linear(x, self.fc.weight, b))",
+    "torch.randn(5, 8)",
+)
+# The base is read after the write through its view: out of place would be wrong. Captured
+# faithfully or refused with the reason, never wrong.
+SHARED_VIEW = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "y = self.fc(x)\nhalf = y[:, :4]\nhalf.mul_(0.0)\nreturn y + 1.0",
+    "torch.randn(3, 8)",
+)
+
+
+def _aten_capture(path: Path) -> Graph:
+    """The ATen-level capture alone (the FX converter gets first go at plain modules)."""
+    from stitch_lsp.compiler.worker.capture import build_on_meta, forward_names
+    from stitch_lsp.compiler.worker.capture_aten import capture_aten
+
+    model, inputs = build_on_meta(path)
+    return capture_aten(model, inputs, forward_names(model, len(inputs)), str(path))
+
+
+def _model(path: Path) -> tuple[Any, list[Any]]:
+    mod = import_path(path, f"idiom_{path.stem}")
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    torch.manual_seed(1)
+    return model, list(mod.get_inputs())
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("additive_mask", ADDITIVE_MASK),
+        ("list_index", LIST_INDEX),
+        ("private_view", PRIVATE_VIEW),
+        ("table", TABLE),
+        ("clone_write", CLONE_WRITE),
+    ],
+)
+def test_library_idiom_is_captured_faithfully(tmp_path: Path, name: str, source: str) -> None:
+    path = write_problem(tmp_path, name, source)
+    graph = _aten_capture(path)
+    model, inputs = _model(path)
+    with torch.no_grad():
+        want = model(*[t.clone() for t in inputs])
+        (got,) = run_graph(graph, model, inputs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if any(n.kind == "aten" for n in graph.nodes):  # the program's PyTorch lines, run here
+        _run_fallback_lines(graph, model, inputs)
+
+
+def test_index_lists_keep_their_values_in_the_program(tmp_path: Path) -> None:
+    graph = _aten_capture(write_problem(tmp_path, "list_index", LIST_INDEX))
+    calls = [str(n.params.get("call")) for n in graph.nodes if n.kind == "aten"]
+    assert any("torch.tensor([-2]" in c for c in calls), calls
+    assert any("torch.tensor([0, 3, 5]" in c for c in calls), calls
+
+
+def test_an_in_place_write_through_a_shared_view_is_never_captured_wrong(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "shared_view", SHARED_VIEW)
+    try:
+        graph = _aten_capture(path)
+    except Unsupported as exc:
+        assert "in-place" in str(exc), exc
+        return
+    model, inputs = _model(path)
+    with torch.no_grad():
+        want = model(*[t.clone() for t in inputs])
+        (got,) = run_graph(graph, model, inputs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_constant_made_inside_forward_is_refused_with_its_size(tmp_path: Path) -> None:
+    forward = "return x + torch.tensor([float(i) for i in range(2000)], device=x.device)"
+    source = problem("", forward, "torch.randn(2000)")
+    with pytest.raises(Unsupported, match=r"2000 torch\.float32 values"):
+        _aten_capture(write_problem(tmp_path, "big_constant", source))
