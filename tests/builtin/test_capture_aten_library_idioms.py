@@ -132,3 +132,24 @@ def test_a_large_constant_made_inside_forward_is_refused_with_its_size(tmp_path:
     source = problem("", forward, "torch.randn(2000)")
     with pytest.raises(Unsupported, match=r"2000 torch\.float32 values"):
         _aten_capture(write_problem(tmp_path, "big_constant", source))
+
+
+# timm's GroupNorm1 in bf16: the ATen trace keeps `detach` of the statistics nothing reads.
+BF16_GROUP_NORM = problem(
+    "self.conv = nn.Conv2d(8, 8, 1)\nself.norm = nn.GroupNorm(1, 8)\nself.to(torch.bfloat16)",
+    "return torch.relu(self.norm(self.conv(x)))",
+    "torch.randn(2, 8, 5, 5, dtype=torch.bfloat16)",
+)
+
+
+def test_unread_results_of_the_trace_are_left_out(tmp_path: Path) -> None:
+    from stitch_lsp.compiler.worker.capture import capture
+
+    path = write_problem(tmp_path, "bf16_group_norm", BF16_GROUP_NORM)
+    graph = capture(path)
+    model, inputs = _model(path)
+    with torch.no_grad():
+        want = model(*inputs)
+        (got,) = run_graph(graph, model, inputs)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)

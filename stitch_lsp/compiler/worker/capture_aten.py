@@ -209,6 +209,8 @@ class AtenConverter(Converter):
     # -- dispatch --------------------------------------------------------------------------------
     def convert(self, n: torch.fx.Node) -> Any:
         """The node lowered onto the builder, or, where that fails, run as its ATen call."""
+        if _dead(n):  # `detach(mean)` of a norm's unused statistics (bf16 GroupNorm)
+            return Missing(self.desc(n))
         if not _may_fall_back(n):
             return self.lower(n)
         unreadable = self._unreadable_operand(n)
@@ -637,6 +639,18 @@ def _materialise_fill(node: Node) -> None:
         "dtype": dtype,
         "why": "the reference writes into it in place",
     }
+
+
+def _dead(n: torch.fx.Node) -> bool:
+    """A pure ATen call whose result nothing reads: the trace keeps it, the program need not."""
+    schema = getattr(n.target, "_schema", None)
+    return (
+        n.op == "call_function"
+        and not n.users
+        and schema is not None
+        and not schema.is_mutable
+        and torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
+    )
 
 
 def _may_fall_back(n: torch.fx.Node) -> bool:

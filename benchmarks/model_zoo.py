@@ -1,0 +1,236 @@
+"""Write library models that the real-model suite does not hold as KernelBench-format problems.
+
+The suite (benchmarks/real_models/) holds 26 models, tested in CI. This zoo is for measuring the
+builtin coder on models it was not tuned on: 26 Hugging Face transformers configs (decoders with
+rotary, ALiBi, multi-query and sliding-window attention, encoders), 30 timm and 16 torchvision
+models, each a `Model` with random weights from the library's own constructor, sized and typed by
+the suite's STITCH_MODEL_SIZE and STITCH_MODEL_DTYPE (small: a CPU-sized config or one image).
+
+    python benchmarks/model_zoo.py /tmp/zoo
+    python benchmarks/capture_fidelity.py /tmp/zoo --dtype bfloat16 --json zoo-bf16.json
+
+Needs the `models` extra (torchvision, timm, transformers).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+COMMON = Path(__file__).resolve().with_name("real_models") / "_common.py"
+
+TAIL = """
+
+def get_init_inputs():
+    return _common().init_inputs()
+
+
+def _common():
+    import importlib.util
+    import sys
+
+    name = "stitch_real_models_common"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, {common!r})
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+"""
+
+# name: (config class, model class, config overrides, the output's attribute)
+HF: dict[str, tuple[str, str, dict[str, Any], str]] = {
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 16}, "logits"),
+    "gemma2": (
+        "Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16, "sliding_window": 8}, "logits",
+    ),
+    "gemma3": (
+        "Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 16, "sliding_window": 8}, "logits",
+    ),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}, "logits"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"pad_token_id": 0}, "logits"),
+    "opt": ("OPTConfig", "OPTForCausalLM", {"ffn_dim": 128, "word_embed_proj_dim": 64}, "logits"),
+    "gptneox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", {}, "logits"),
+    "falcon": ("FalconConfig", "FalconForCausalLM", {}, "logits"),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {}, "logits"),
+    "roberta": ("RobertaConfig", "RobertaModel", {"pad_token_id": 1}, "last_hidden_state"),
+    "distilbert": (
+        "DistilBertConfig", "DistilBertModel",
+        {"dim": 64, "hidden_dim": 128, "n_layers": 2, "n_heads": 4}, "last_hidden_state",
+    ),
+    "albert": ("AlbertConfig", "AlbertModel", {"embedding_size": 32}, "last_hidden_state"),
+    "electra": ("ElectraConfig", "ElectraModel", {"embedding_size": 32}, "last_hidden_state"),
+    "gptj": (
+        "GPTJConfig", "GPTJForCausalLM",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 128}, "logits",
+    ),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", {}, "logits"),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": None}, "logits"),
+    "gptbigcode": (
+        "GPTBigCodeConfig", "GPTBigCodeForCausalLM",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128}, "logits",
+    ),
+    "codegen": (
+        "CodeGenConfig", "CodeGenForCausalLM",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 128,
+         "n_ctx": 128}, "logits",
+    ),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}, "logits"),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", {}, "logits"),
+    "llama_tied": (
+        "LlamaConfig", "LlamaForCausalLM",
+        {"tie_word_embeddings": True, "num_key_value_heads": 1}, "logits",
+    ),
+    "mistral_mqa": (
+        "MistralConfig", "MistralForCausalLM",
+        {"num_key_value_heads": 1, "sliding_window": None}, "logits",
+    ),
+    "gpt2_gelu": (
+        "GPT2Config", "GPT2LMHeadModel",
+        {"n_embd": 64, "n_layer": 3, "n_head": 8, "n_positions": 128,
+         "activation_function": "gelu"}, "logits",
+    ),
+    "bert_mlm": ("BertConfig", "BertForMaskedLM", {}, "logits"),
+    "modernbert": (
+        "ModernBertConfig", "ModernBertModel",
+        {"global_attn_every_n_layers": 2, "local_attention": 8, "pad_token_id": 0,
+         "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 3, "sep_token_id": 4},
+        "last_hidden_state",
+    ),
+    "debertav2": ("DebertaV2Config", "DebertaV2Model", {}, "last_hidden_state"),
+}  # fmt: skip
+# What every config not spelled in GPT-2's names gets first (small: width 64, 2 layers).
+HF_BASE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "vocab_size": 512,
+}
+GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert")
+
+TIMM = [
+    "deit_tiny_patch16_224", "swin_tiny_patch4_window7_224", "resnext26ts", "densenet121",
+    "mixer_s16_224", "efficientnetv2_rw_t", "ghostnet_100", "levit_128s", "poolformer_s12",
+    "edgenext_xx_small", "regnetx_002", "repvgg_a0", "cspresnet50", "dla34", "mobilevitv2_050",
+    "fastvit_t8", "tiny_vit_5m_224", "caformer_s18", "nf_resnet26", "xception41", "inception_v3",
+    "convnextv2_atto", "hgnetv2_b0", "rexnet_100", "mobilenetv4_conv_small", "efficientformer_l1",
+    "coat_lite_tiny", "pvt_v2_b0", "maxvit_nano_rw_256", "eva02_tiny_patch14_224",
+]  # fmt: skip
+TORCHVISION = [
+    "alexnet", "vgg11_bn", "googlenet", "inception_v3", "mnasnet0_5", "wide_resnet50_2",
+    "resnext50_32x4d", "maxvit_t", "swin_v2_t", "efficientnet_v2_s", "regnet_x_400mf",
+    "mobilenet_v2", "shufflenet_v2_x0_5", "resnet101", "mobilenet_v3_large", "vit_b_32",
+]  # fmt: skip
+
+
+def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) -> str:
+    kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
+    kwargs.update(overrides)
+    return f'''"""transformers {cls} from {config}(**{kwargs!r}), random weights."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, size, dtype):
+        super().__init__()
+        import transformers
+
+        torch.manual_seed(0)
+        config = transformers.{config}(**{kwargs!r})
+        config.use_cache = False
+        self.net = transformers.{cls}(config)
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, input_ids):
+        return self.net(input_ids=input_ids).{output}
+
+
+def get_inputs():
+    return _common().tokens(512, small=(2, 16), full=(1, 512))
+'''
+
+
+def timm_problem(name: str) -> str:
+    return f'''"""timm {name}, random weights, 10 classes."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, size, dtype):
+        super().__init__()
+        import timm
+
+        torch.manual_seed(0)
+        self.net = timm.create_model({name!r}, pretrained=False, num_classes=10)
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def get_inputs():
+    import timm
+
+    res = timm.get_pretrained_cfg({name!r}).input_size[-1]
+    return _common().images(small=(1, res), full=(8, res))
+'''
+
+
+def torchvision_problem(name: str) -> str:
+    res = 299 if name == "inception_v3" else 224
+    extra = (
+        ", aux_logits=False, init_weights=False" if name in ("googlenet", "inception_v3") else ""
+    )
+    return f'''"""torchvision {name}, random weights, 10 classes."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, size, dtype):
+        super().__init__()
+        import torchvision
+
+        torch.manual_seed(0)
+        self.net = torchvision.models.{name}(num_classes=10{extra})
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def get_inputs():
+    return _common().images(small=(1, {res}), full=(8, {res}))
+'''
+
+
+def problems() -> dict[str, str]:
+    """File name -> source, for every zoo entry."""
+    out = {f"hf_{k}.py": hf_problem(*v) for k, v in HF.items()}
+    out |= {f"timm_{n}.py": timm_problem(n) for n in TIMM}
+    out |= {f"tv_{n}.py": torchvision_problem(n) for n in TORCHVISION}
+    return {k: v + TAIL.format(common=str(COMMON)) for k, v in out.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="where the problem files are written")
+    args = parser.parse_args()
+    args.folder.mkdir(parents=True, exist_ok=True)
+    made = problems()
+    for name, source in made.items():
+        (args.folder / name).write_text(source)
+    print(f"wrote {len(made)} problems to {args.folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
