@@ -113,8 +113,32 @@ def test_index_lists_keep_their_values_in_the_program(tmp_path: Path) -> None:
     assert any("torch.tensor([0, 3, 5]" in c for c in calls), calls
 
 
-def test_an_in_place_write_through_a_shared_view_is_never_captured_wrong(tmp_path: Path) -> None:
-    path = write_problem(tmp_path, "shared_view", SHARED_VIEW)
+# A view of the clone made before the write, read after it: it sees the write.
+CLONE_SEEN_EARLIER = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "b = self.fc.bias.clone()\nw = b[0:6]\nb[2:4].zero_()\nreturn x * w.sum() + b",
+    "torch.randn(3, 8)",
+)
+# detach() shares the GEMM output's memory: a write through it is seen by the output.
+DETACHED_ALIAS = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "y = self.fc(x)\nz = y.detach().view(3, 2, 4)\nz += 1.0\nreturn torch.tanh(y)",
+    "torch.randn(3, 8)",
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("shared_view", SHARED_VIEW),
+        ("clone_seen_earlier", CLONE_SEEN_EARLIER),
+        ("detached_alias", DETACHED_ALIAS),
+    ],
+)
+def test_an_in_place_write_that_others_see_is_never_captured_wrong(
+    tmp_path: Path, name: str, source: str
+) -> None:
+    path = write_problem(tmp_path, name, source)
     try:
         graph = _aten_capture(path)
     except Unsupported as exc:

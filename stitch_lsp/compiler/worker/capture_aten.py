@@ -100,6 +100,13 @@ def _whole_stacks() -> Iterator[None]:
         PythonKeyTracer._filter_traceback_frames = original  # type: ignore[method-assign]
 
 
+def _numbers(data: Any) -> bool:
+    """A (nested) list of Python numbers, nothing else."""
+    if isinstance(data, (list, tuple)):
+        return all(_numbers(d) for d in data)
+    return isinstance(data, (bool, int, float))
+
+
 @contextlib.contextmanager
 def _scalars_keep_their_value() -> Iterator[None]:
     """The model is traced on the meta device, so `torch.tensor(0.0, device=mask.device)` (how
@@ -114,7 +121,7 @@ def _scalars_keep_their_value() -> Iterator[None]:
             return original(data, *args, device=device, **kwargs)
         if isinstance(data, (bool, int, float)):
             return original(data, *args, device="cpu", **kwargs)
-        if isinstance(data, (list, tuple)):  # a table: made on the CPU, then moved
+        if isinstance(data, (list, tuple)) and _numbers(data):  # a table: made on the CPU, moved
             return original(data, *args, device="cpu", **kwargs).to(device)
         return original(data, *args, device=device, **kwargs)
 
@@ -324,6 +331,10 @@ class AtenConverter(Converter):
             return False
         if _name(node.target) != "clone":
             return False
+        order = {m: i for i, m in enumerate(self.gm.graph.nodes)}
+        first = chain[-1] if chain else n
+        if any(u is not first and order[u] < order[n] for u in node.users):
+            return False  # a view made before the write would not see it
         src, val = self.env.get(node), node.meta.get("val")
         if not isinstance(src, Use) or not isinstance(val, torch.Tensor) or val.dtype not in DTYPES:
             return False
@@ -589,7 +600,7 @@ def _private_view(view: torch.fx.Node, views: frozenset[str]) -> bool:
         if readers(node) != 1 or not isinstance(base, torch.fx.Node):
             return False
         node = base
-    return node.op == "call_function" and readers(node) == 1
+    return node.op == "call_function" and readers(node) == 1 and not returns_alias(node.target)
 
 
 HALF_DTYPES = ("bfloat16", "float16")
