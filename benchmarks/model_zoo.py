@@ -1,8 +1,9 @@
 """Write library models that the real-model suite does not hold as KernelBench-format problems.
 
 The suite (benchmarks/real_models/) holds 26 models, tested in CI. This zoo is for measuring the
-builtin coder on models it was not tuned on: 26 Hugging Face transformers configs (decoders with
-rotary, ALiBi, multi-query and sliding-window attention, encoders), 30 timm and 16 torchvision
+builtin coder on models it was not tuned on: 34 Hugging Face transformers configs (decoders with
+rotary, ALiBi, multi-query and sliding-window attention, soft-capping, mixtures of experts, a
+state-space model; encoders; an encoder-decoder), 30 timm and 16 torchvision
 models, each a `Model` with random weights from the library's own constructor, sized and typed by
 the suite's STITCH_MODEL_SIZE and STITCH_MODEL_DTYPE (small: a CPU-sized config or one image).
 
@@ -98,7 +99,42 @@ HF: dict[str, tuple[str, str, dict[str, Any], str]] = {
         "last_hidden_state",
     ),
     "debertav2": ("DebertaV2Config", "DebertaV2Model", {}, "last_hidden_state"),
+    "phi": ("PhiConfig", "PhiForCausalLM", {}, "logits"),
+    "t5_encoder": (
+        "T5Config", "T5EncoderModel",
+        {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
+        "last_hidden_state",
+    ),
+    "bart": (
+        "BartConfig", "BartModel",
+        {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128},
+        "last_hidden_state",
+    ),
+    "mamba": ("MambaConfig", "MambaForCausalLM", {"state_size": 8}, "logits"),
+    "llama3_rope_scaling": (
+        "LlamaConfig", "LlamaForCausalLM",
+        {"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
+        "logits",
+    ),
+    "gemma2_softcap": (
+        "Gemma2Config", "Gemma2ForCausalLM",
+        {"head_dim": 16, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0},
+        "logits",
+    ),
+    "mixtral": (
+        "MixtralConfig", "MixtralForCausalLM",
+        {"num_local_experts": 4, "num_experts_per_tok": 2}, "logits",
+    ),
+    "qwen2moe": (
+        "Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+        {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+         "shared_expert_intermediate_size": 64}, "logits",
+    ),
 }  # fmt: skip
+# Encoder-decoders: the decoder reads the same tokens.
+SEQ2SEQ = ("BartModel",)
 # What every config not spelled in GPT-2's names gets first (small: width 64, 2 layers).
 HF_BASE = {
     "hidden_size": 64,
@@ -129,6 +165,7 @@ TORCHVISION = [
 def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) -> str:
     kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
     kwargs.update(overrides)
+    decoder = ", decoder_input_ids=input_ids" if cls in SEQ2SEQ else ""
     return f'''"""transformers {cls} from {config}(**{kwargs!r}), random weights."""
 
 import torch
@@ -147,7 +184,7 @@ class Model(nn.Module):
         self.to(getattr(torch, dtype)).eval()
 
     def forward(self, input_ids):
-        return self.net(input_ids=input_ids).{output}
+        return self.net(input_ids=input_ids{decoder}).{output}
 
 
 def get_inputs():
