@@ -1,7 +1,7 @@
 """Write library models that the real-model suite does not hold as KernelBench-format problems.
 
 The suite (benchmarks/real_models/) holds 26 models, tested in CI. This zoo is for measuring the
-builtin coder on models it was not tuned on: 33 Hugging Face transformers configs (decoders with
+builtin coder on models it was not tuned on: 32 Hugging Face transformers configs (decoders with
 rotary, ALiBi, multi-query and sliding-window attention, soft-capping, mixtures of experts, a
 state-space model; encoders; an encoder-decoder), 30 timm and 16 torchvision
 models, each a `Model` with random weights from the library's own constructor, sized and typed by
@@ -99,11 +99,6 @@ HF: dict[str, tuple[str, str, dict[str, Any], str]] = {
         "last_hidden_state",
     ),
     "debertav2": ("DebertaV2Config", "DebertaV2Model", {}, "last_hidden_state"),
-    "t5_encoder": (
-        "T5Config", "T5EncoderModel",
-        {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4, "d_kv": 16},
-        "last_hidden_state",
-    ),
     "bart": (
         "BartConfig", "BartModel",
         {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # seconds: 560
-# The model zoo (benchmarks/model_zoo.py: 79 library models the real-model suite does not hold)
+# The model zoo (benchmarks/model_zoo.py: 78 library models the real-model suite does not hold)
 # through benchmarks/l3program_speed.py, fp32 then bf16: generated in 12 processes, checked against
 # eager at KernelBench's tolerance for the dtype (float64 distances on a miss), and timed against
 # eager and eager under a CUDA graph. The models' small configs with their full inputs (8 images,
