@@ -45,11 +45,14 @@ PRIVATE_VIEW = problem(
     "y = self.fc(x).view(2, 3, 8)\ny += x.view(2, 3, 8)\nreturn self.act(y) * 2.0",
     "torch.randn(6, 8)",
 )
-# A small table made inside forward, on the input's device.
+# A small table made inside forward, on the input's device (and a count, as DETR-style heads
+# make it with as_tensor).
 TABLE = problem(
     "",
     "w = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.25, -0.75]], device=x.device)\n"
-    "return torch.relu(x @ w.t() + 1.0)",
+    "n = torch.as_tensor(4.0, dtype=torch.float, device=x.device)\n"
+    "s = torch.as_tensor([2, 3], device=x.device)\n"
+    "return torch.relu(x @ w.t() + 1.0) / n + s.float()",
     "torch.randn(4, 3)",
 )
 # torchvision's Swin V2: a clone of a parameter, a slice of it zeroed, then the clone read.

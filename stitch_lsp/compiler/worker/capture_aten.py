@@ -107,44 +107,54 @@ def _numbers(data: Any) -> bool:
     return isinstance(data, (bool, int, float))
 
 
+def _made_off_meta(make: Any) -> Any:
+    """`make` (torch.tensor or torch.as_tensor), except that numbers asked for on the meta device
+    are made on the CPU: a 0-dim tensor stays there (0-dim CPU tensors mix with tensors of any
+    device, as scalars do), a table is moved after, so the trace holds its values and the move."""
+
+    def made(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+        if device is None or torch.device(device).type != "meta":
+            return make(data, *args, device=device, **kwargs)
+        if isinstance(data, (bool, int, float)):
+            return make(data, *args, device="cpu", **kwargs)
+        if isinstance(data, (list, tuple)) and _numbers(data):
+            return make(data, *args, device="cpu", **kwargs).to(device)
+        return make(data, *args, device=device, **kwargs)
+
+    return made
+
+
 @contextlib.contextmanager
 def _scalars_keep_their_value() -> Iterator[None]:
     """The model is traced on the meta device, so `torch.tensor(0.0, device=mask.device)` (how
-    transformers turns a boolean mask into an additive one) would lose its value. A 0-dim tensor
-    made from a Python number is made on the CPU instead, where the trace keeps its value (0-dim
-    CPU tensors mix with tensors of any device, as scalars do); one made from a list is made on
-    the CPU and moved, so the trace holds its values and the move."""
-    original: Any = torch.tensor
-
-    def tensor(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
-        if device is None or torch.device(device).type != "meta":
-            return original(data, *args, device=device, **kwargs)
-        if isinstance(data, (bool, int, float)):
-            return original(data, *args, device="cpu", **kwargs)
-        if isinstance(data, (list, tuple)) and _numbers(data):  # a table: made on the CPU, moved
-            return original(data, *args, device="cpu", **kwargs).to(device)
-        return original(data, *args, device=device, **kwargs)
+    transformers turns a boolean mask into an additive one) or `torch.as_tensor(shapes_list,
+    device=x.device)` would lose its values: while tracing, they are made off the meta device
+    (`_made_off_meta`), and so are the index tensors of list indices (`qkv[..., [-2], :]`)."""
+    tensor: Any = torch.tensor
+    as_tensor: Any = torch.as_tensor
 
     def index_list(v: Any) -> Any:
         if isinstance(v, list) and v and all(type(i) is int for i in v):
-            return original(v, device="cpu")
+            return tensor(v, device="cpu")
         return v
 
     getitem = torch.Tensor.__getitem__
 
     def item(self: torch.Tensor, index: Any) -> Any:
-        # `x[..., [-2], :]`: the list becomes an index tensor on x's device (meta); on the CPU
-        # it keeps its values, and indexing takes index tensors of another device.
+        # On the CPU the index list keeps its values, and indexing takes index tensors of
+        # another device.
         if self.device.type == "meta":
             index = tuple(map(index_list, index)) if isinstance(index, tuple) else index_list(index)
         return getitem(self, index)
 
-    torch.tensor = tensor
+    torch.tensor = _made_off_meta(tensor)
+    torch.as_tensor = _made_off_meta(as_tensor)
     torch.Tensor.__getitem__ = item  # type: ignore[assignment,method-assign]
     try:
         yield
     finally:
-        torch.tensor = original
+        torch.tensor = tensor
+        torch.as_tensor = as_tensor
         torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
 
 
