@@ -201,8 +201,10 @@ class AtenConverter(Converter):
         return shape_or_none(n)
 
     def constant(self, n: torch.fx.Node) -> Use:
-        """A tensor made inside forward from a Python number (`torch.tensor(1 / 0.01)`): make_fx
-        keeps its value, so it becomes a filled scalar. Larger constants are refused."""
+        """A tensor made inside forward from Python numbers (the trace keeps their values, see
+        `_scalars_keep_their_value`): a number becomes a filled scalar, an index list or a small
+        table a tensor PyTorch makes from the values spelled in the program; larger ones are
+        refused."""
         t = getattr(self.gm, str(n.target), None)
         if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             raise Unsupported(
@@ -575,12 +577,11 @@ class AtenConverter(Converter):
         src = n.args[0]
         if not isinstance(src, torch.fx.Node):
             return
-        views = _VIEWS
-        if src.op == "call_function" and _name(src.target) in views:
-            if not _private_view(src, views):
+        if src.op == "call_function" and _name(src.target) in _VIEWS:
+            if not _private_view(src):
                 raise Unsupported(f"{self.desc(n)}: an in-place op on a view")
             return
-        if any(u.op == "call_function" and _name(u.target) in views for u in src.users):
+        if any(u.op == "call_function" and _name(u.target) in _VIEWS for u in src.users):
             raise Unsupported(f"{self.desc(n)}: an in-place op on a tensor that has views")
 
     def state_leaf(self, n: torch.fx.Node, name: str) -> Use:
@@ -596,16 +597,16 @@ _VIEWS = frozenset(
 )
 
 
-def _private_view(view: torch.fx.Node, views: frozenset[str]) -> bool:
+def _private_view(view: torch.fx.Node) -> bool:
     """A view whose writes nobody else can see: each link of its chain back to a value the
     forward computed (`mlp(x)`'s GEMM output reshaped, then `+=`) has this one user, so computing
     the in-place op out of place changes nothing (Falcon's `mlp_output += attention_output`)."""
 
     def readers(node: torch.fx.Node) -> int:  # a view that nothing reads is no reader
-        return sum(1 for u in node.users if u.users or _name(u.target) not in views)
+        return sum(1 for u in node.users if u.users or _name(u.target) not in _VIEWS)
 
     node = view
-    while node.op == "call_function" and _name(node.target) in views:
+    while node.op == "call_function" and _name(node.target) in _VIEWS:
         base = node.args[0]
         if readers(node) != 1 or not isinstance(base, torch.fx.Node):
             return False
