@@ -63,18 +63,18 @@ HF: dict[str, tuple[str, str, dict[str, Any], str]] = {
     "electra": ("ElectraConfig", "ElectraModel", {"embedding_size": 32}, "last_hidden_state"),
     "gptj": (
         "GPTJConfig", "GPTJForCausalLM",
-        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 128}, "logits",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 1024}, "logits",
     ),
     "stablelm": ("StableLmConfig", "StableLmForCausalLM", {}, "logits"),
     "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"sliding_window": None}, "logits"),
     "gptbigcode": (
         "GPTBigCodeConfig", "GPTBigCodeForCausalLM",
-        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128}, "logits",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 1024}, "logits",
     ),
     "codegen": (
         "CodeGenConfig", "CodeGenForCausalLM",
-        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 128,
-         "n_ctx": 128}, "logits",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 1024,
+         "n_ctx": 1024}, "logits",
     ),
     "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}, "logits"),
     "granite": ("GraniteConfig", "GraniteForCausalLM", {}, "logits"),
@@ -88,7 +88,7 @@ HF: dict[str, tuple[str, str, dict[str, Any], str]] = {
     ),
     "gpt2_gelu": (
         "GPT2Config", "GPT2LMHeadModel",
-        {"n_embd": 64, "n_layer": 3, "n_head": 8, "n_positions": 128,
+        {"n_embd": 64, "n_layer": 3, "n_head": 8, "n_positions": 1024,
          "activation_function": "gelu"}, "logits",
     ),
     "bert_mlm": ("BertConfig", "BertForMaskedLM", {}, "logits"),
@@ -136,7 +136,7 @@ HF_BASE = {
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
-    "max_position_embeddings": 128,
+    "max_position_embeddings": 1024,  # the full size reads 512 tokens
     "vocab_size": 512,
 }
 GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert")

@@ -13,4 +13,4 @@ zoo=/tmp/stitch-zoo
 python3 benchmarks/model_zoo.py "$zoo" || exit 1
 export STITCH_MODEL_SIZE=full
 . "$(dirname "$0")/_dtype_sweep.sh"
-dtype_sweep zoo 5 "$zoo"/*.py
+dtype_sweep zoo 5 "$zoo"/${ZOO_PREFIX:-}*.py  # ZOO_PREFIX=hf_: only the transformers models

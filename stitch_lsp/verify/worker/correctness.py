@@ -18,6 +18,7 @@ TOLERANCES: dict[torch.dtype, float] = {
 }
 POISON_BYTE = 0xFF  # all-ones bytes: NaN in fp32/fp16/bf16/fp64, -1 in integers
 BIG_POISON_BYTES = 512 * 1024 * 1024
+COMPARE_SLICE = 1 << 26  # elements per slice of a comparison: 512 MiB in float64
 
 
 def tolerance(dtype: torch.dtype) -> float:
@@ -106,64 +107,83 @@ def compare(
         )
     exp = expected.detach()
     act = actual.detach()
-    if exp.is_floating_point() or act.is_floating_point():
-        # fp32 math is enough for fp32/fp16/bf16 outputs and halves the memory of fp64 copies.
-        wide = torch.float64 if torch.float64 in (exp.dtype, act.dtype) else torch.float32
-        exp64 = exp.to(wide)
-        act64 = act.to(wide)
-    else:
-        exp64 = exp.to(torch.int64)
-        act64 = act.to(torch.int64)
     if exp.numel() == 0:
         return TrialResult(index=index, output=which, passed=True, numel=0)
-    diff = (act64 - exp64).abs()
-    close = torch.isclose(act64, exp64, rtol=rtol, atol=atol, equal_nan=True)
-    bad = ~close
-    mismatches = int(bad.sum().item())
-    # No boolean-mask indexing on full outputs: `diff[mask]` builds an int64 index per element
-    # and dimension first (56 GiB for a 7 GiB 4-D output).
-    all_finite = bool(torch.isfinite(diff).all())
-    max_abs = float(diff.max().item()) if all_finite else float("inf")
-    eps = max(atol, 1e-12)
-    if all_finite and diff.is_floating_point():
-        diff.div_(exp64.abs().add_(eps))  # in place: diff is not needed after this
-        max_rel = float(diff.max().item())
-    elif all_finite:
-        max_rel = float((diff / (exp64.abs() + eps)).max().item())
-    else:
-        max_rel = float("inf")
-    del diff
-    unwritten = 0
-    if act.is_floating_point():
-        unwritten = int((torch.isnan(act64) & ~torch.isnan(exp64)).sum().item())
-    first = exp_v = act_v = None
-    if mismatches:
-        flat = int(torch.argmax(bad.reshape(-1).to(torch.uint8)).item())  # the first one
-        first = [int(i) for i in _unravel(flat, tuple(exp.shape))]
-        exp_v = float(exp64.reshape(-1)[flat].item())
-        act_v = float(act64.reshape(-1)[flat].item())
+    tally = _Tally(exp.shape)
+    # In slices: whole-tensor temporaries (the difference, isclose's, the relative error) cost
+    # several times the output, and KernelBench's largest level-1 outputs are 6 GiB.
+    e_flat, a_flat = exp.reshape(-1), act.reshape(-1)
+    for lo in range(0, e_flat.numel(), COMPARE_SLICE):
+        tally.add(lo, e_flat[lo : lo + COMPARE_SLICE], a_flat[lo : lo + COMPARE_SLICE], atol, rtol)
     message = ""
-    if mismatches:
+    if tally.mismatches:
         message = (
-            f"{mismatches} of {exp.numel()} elements differ beyond atol=rtol={atol:g}; "
-            f"first at {tuple(first or ())}: expected {exp_v:.6g}, got {act_v:.6g}"
+            f"{tally.mismatches} of {exp.numel()} elements differ beyond atol=rtol={atol:g}; "
+            f"first at {tuple(tally.first or ())}: expected {tally.exp_v:.6g}, "
+            f"got {tally.act_v:.6g}"
         )
-        if unwritten:
-            message += f"; {unwritten} elements were never written (still NaN poison)"
+        if tally.unwritten:
+            message += f"; {tally.unwritten} elements were never written (still NaN poison)"
     return TrialResult(
         index=index,
         output=which,
-        passed=mismatches == 0,
-        max_abs_error=max_abs,
-        max_rel_error=max_rel,
-        mismatches=mismatches,
+        passed=tally.mismatches == 0,
+        max_abs_error=tally.max_abs,
+        max_rel_error=tally.max_rel,
+        mismatches=tally.mismatches,
         numel=exp.numel(),
-        first_mismatch=first,
-        expected=exp_v,
-        actual=act_v,
-        unwritten=unwritten,
+        first_mismatch=tally.first,
+        expected=tally.exp_v,
+        actual=tally.act_v,
+        unwritten=tally.unwritten,
         message=message,
     )
+
+
+class _Tally:
+    """Running totals of one output's comparison, fed slice by slice of the flattened tensors."""
+
+    def __init__(self, shape: tuple[int, ...] | torch.Size) -> None:
+        self.shape = tuple(shape)
+        self.mismatches = 0
+        self.unwritten = 0
+        self.max_abs = 0.0
+        self.max_rel = 0.0
+        self.finite = True
+        self.first: list[int] | None = None
+        self.exp_v: float | None = None
+        self.act_v: float | None = None
+
+    def add(self, lo: int, exp: torch.Tensor, act: torch.Tensor, atol: float, rtol: float) -> None:
+        if exp.is_floating_point() or act.is_floating_point():
+            # fp32 math is enough for fp32/fp16/bf16 outputs and halves the memory of fp64.
+            wide = torch.float64 if torch.float64 in (exp.dtype, act.dtype) else torch.float32
+            e, a = exp.to(wide), act.to(wide)
+        else:
+            e, a = exp.to(torch.int64), act.to(torch.int64)
+        bad = ~torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        n_bad = int(bad.sum().item())
+        if n_bad and self.first is None:
+            at = int(torch.argmax(bad.to(torch.uint8)).item())  # the first one in this slice
+            self.first = _unravel(lo + at, self.shape)
+            self.exp_v, self.act_v = float(e[at].item()), float(a[at].item())
+        self.mismatches += n_bad
+        del bad
+        diff = (a - e).abs()
+        if self.finite and not bool(torch.isfinite(diff).all()):
+            self.finite = False
+            self.max_abs = self.max_rel = float("inf")
+        if self.finite:
+            self.max_abs = max(self.max_abs, float(diff.max().item()))
+            eps = max(atol, 1e-12)
+            if diff.is_floating_point():
+                rel = diff.div_(e.abs().add_(eps))  # in place: diff is not needed after
+            else:
+                rel = diff / (e.abs() + eps)
+            self.max_rel = max(self.max_rel, float(rel.max().item()))
+        del diff
+        if act.is_floating_point():
+            self.unwritten += int((torch.isnan(a) & ~torch.isnan(e)).sum().item())
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
@@ -180,11 +200,16 @@ def same_values(a: Sequence[Any], b: Sequence[Any]) -> bool:
         if isinstance(x, torch.Tensor):
             if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
                 return False
-            if x.is_floating_point():
-                if not torch.equal(torch.nan_to_num(x, nan=0.125), torch.nan_to_num(y, nan=0.125)):
+            if not x.is_floating_point():
+                if not torch.equal(x, y):
                     return False
-            elif not torch.equal(x, y):
-                return False
+                continue
+            xf, yf = x.reshape(-1), y.reshape(-1)
+            for lo in range(0, xf.numel(), COMPARE_SLICE):  # sliced as in compare()
+                xs, ys = xf[lo : lo + COMPARE_SLICE], yf[lo : lo + COMPARE_SLICE]
+                xs, ys = torch.nan_to_num(xs, nan=0.125), torch.nan_to_num(ys, nan=0.125)
+                if not torch.equal(xs, ys):
+                    return False
         elif x != y:
             return False
     return True
