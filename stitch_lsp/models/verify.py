@@ -72,9 +72,15 @@ class TrialResult(Record):
     reference_error_fp64: float | None = Field(
         None, description="Max abs error of the fp32 reference itself from float64 (on a miss)."
     )
+    oracle_dtype: str | None = Field(
+        None,
+        description="The precision the reference ran in for the two errors above: float64, or "
+        "float32 for a bf16/fp16 reference with no float64 run (an op without a float64 kernel).",
+    )
     fp64_cleared: bool = Field(
         False,
-        description="A bf16/fp16 miss passed: no further from float64 than the reference is.",
+        description="A bf16/fp16 miss passed: no further from the oracle's answer (float64, or "
+        "float32 where oracle_dtype says so) than the reference is.",
     )
     message: str = ""
 

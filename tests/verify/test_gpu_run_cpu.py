@@ -118,3 +118,91 @@ def test_the_build_watch_keeps_every_source_built(
         fastcuda.build_cuda(source, name="watched", libraries=())
     assert fastcuda.build_cuda is real
     assert source in watch.sources
+
+
+class _NoDouble(torch.nn.Module):
+    """Deep bf16 layers with no float64 kernel (as torch._grouped_mm in transformers'
+    mixture-of-experts layers): a bf16 eager result far from the exact answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(64, 64) for _ in range(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float64:
+            raise RuntimeError("no double kernel")
+        for layer in self.layers:
+            x = x + torch.tanh(layer(x)) * 2.0
+        return x
+
+    def fused(self, x: torch.Tensor) -> torch.Tensor:
+        """A fused program's numbers: each layer in float registers, stored in bf16 once."""
+        for layer in self.layers:
+            w, b = layer.weight.float(), layer.bias.float()
+            x = (x.float() + torch.tanh(x.float() @ w.T + b) * 2.0).to(torch.bfloat16)
+        return x
+
+
+def _bf16_miss(run: GpuRun, candidate: Any) -> Any:
+    from stitch_lsp.verify.worker.correctness import compare
+
+    torch.manual_seed(0)
+    model = _NoDouble().to(torch.bfloat16)
+    x = torch.randn(256, 64).to(torch.bfloat16) * 3
+    with torch.no_grad():
+        expected, actual = model(x), candidate(model, x)
+    res = compare(0, 0, expected, actual, 1e-2, 1e-2)
+    assert not res.passed  # a miss against eager bf16
+    run.explain_miss(res, model, [x], expected, actual, 1e-2)
+    return res
+
+
+def test_a_bf16_miss_without_float64_is_cleared_by_a_float32_oracle(run: GpuRun) -> None:
+    res = _bf16_miss(run, lambda m, x: m.fused(x))
+    assert res.passed and res.fp64_cleared and res.oracle_dtype == "float32"
+    assert res.message.startswith("cleared by the float32 oracle: in bfloat16 the reference")
+    assert "from float32" in res.message and "from float64" not in res.message
+    assert "no float64 run: RuntimeError: no double kernel" in res.message
+    assert run._model64 is None  # the copy is not kept past the miss
+    # the float64 failure is remembered: the fp32-precision oracle notes it without a rerun
+    assert run._model64_errors == {torch.float64: "RuntimeError: no double kernel"}
+    assert run.model64(_NoDouble()) is None
+
+
+def test_a_bf16_candidate_far_from_float32_stays_a_miss(run: GpuRun) -> None:
+    def wrong(m: _NoDouble, x: torch.Tensor) -> torch.Tensor:
+        y = m.fused(x).float()
+        return (y + 0.25 * torch.randn_like(y)).to(torch.bfloat16)
+
+    res = _bf16_miss(run, wrong)
+    assert not res.passed and not res.fp64_cleared and res.oracle_dtype == "float32"
+    assert "vs the bfloat16 reference (" in res.message and "from float32" in res.message
+    assert res.candidate_error_fp64 > res.reference_error_fp64
+    assert "from float64" not in res.message
+
+
+def test_an_fp32_reference_without_float64_gets_no_fallback(run: GpuRun) -> None:
+    from stitch_lsp.verify.worker.correctness import compare
+
+    model = _NoDouble()
+    x = torch.randn(16, 64)
+    expected = model(x).detach()
+    actual = expected + 1.0
+    res = compare(0, 0, expected, actual, 1e-4, 1e-4)
+    message = res.message
+    run.explain_miss(res, model, [x], expected, actual, 1e-4)
+    assert not res.passed and res.message == message and res.oracle_dtype is None
+
+
+def test_out_of_memory_in_float64_keeps_the_miss(
+    run: GpuRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stitch_lsp.verify.worker import precision
+
+    def no_memory(*a: Any, **k: Any) -> Any:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(precision, "run_in", no_memory)
+    res = _bf16_miss(run, lambda m, x: m.fused(x))
+    assert not res.passed and res.oracle_dtype is None and "oracle" not in res.message
+    assert run._model64 is None and run._model64_errors == {}

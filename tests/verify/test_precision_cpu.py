@@ -214,3 +214,44 @@ def test_a_bf16_miss_no_further_from_float64_than_eager_is_cleared() -> None:
     assert "cleared by the float64 oracle" in precision.describe_cleared(
         cand.tol_units, ref.tol_units, "bfloat16"
     )
+
+
+class NoDoubleBf16(DeepBf16):
+    """DeepBf16 with no float64 kernel, as transformers' mixture-of-experts layers
+    (torch._grouped_mm) have none."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float64:
+            raise RuntimeError("no double kernel")
+        return super().forward(x)
+
+
+def test_a_bf16_reference_without_float64_is_judged_against_float32() -> None:
+    assert precision.oracle_dtypes(torch.bfloat16) == (torch.float64, torch.float32)
+    assert precision.oracle_dtypes(torch.float16) == (torch.float64, torch.float32)
+    assert precision.oracle_dtypes(torch.float32) == (torch.float64,)  # fp32: no fallback
+    torch.manual_seed(0)
+    model = NoDoubleBf16().to(torch.bfloat16)
+    x = torch.randn(256, 64).to(torch.bfloat16) * 3
+    with pytest.raises(RuntimeError, match="no double kernel"):
+        precision.run64(precision.float64_model(model), [x])
+    copy32 = precision.oracle_model(model, torch.float32)
+    assert all(p.dtype == torch.float32 for p in copy32.parameters())
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())  # the reference untouched
+    with torch.no_grad():
+        eager = model(x)
+        ours = _fused_bf16(model, x)
+    exact = precision.run_in(copy32, [x], torch.float32)[0]
+    assert exact.dtype == torch.float32
+    tol = 1e-2
+    assert not compare(0, 0, eager, ours, tol, tol).passed
+    cand = precision.error_from(exact, ours, tol, tol)
+    ref = precision.error_from(exact, eager, tol, tol)
+    assert precision.within_reference_error(cand.tol_units, ref.tol_units)
+    text = precision.describe_cleared(cand.tol_units, ref.tol_units, "bfloat16", "float32")
+    assert "cleared by the float32 oracle" in text and "float64" not in text
+    miss = precision.describe_miss(0.3, 0.2, 0.1, "float32", "bfloat16")
+    assert miss == (
+        "candidate max err 3.0e-1 vs the bfloat16 reference (2.0e-1 from float32); "
+        "the bfloat16 reference itself is 1.0e-1 from float32"
+    )

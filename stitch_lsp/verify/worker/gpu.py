@@ -57,8 +57,8 @@ class GpuRun:
         self.ref_mod = ref
         self.cand_mod = cand
         self._inputs_on_device = True
-        self._model64: torch.nn.Module | None = None
-        self._model64_error: str | None = None
+        self._model64: tuple[torch.dtype, torch.nn.Module] | None = None
+        self._model64_errors: dict[torch.dtype, str] = {}
         self._trace: optrace.ReferenceTrace | None = None
         self.late: list[ExploitFinding] = []  # found while timing
 
@@ -90,15 +90,24 @@ class GpuRun:
                 torch.manual_seed(seed)
         return to_device(list(self.ref_mod.get_inputs()), self.device)
 
-    def model64(self, ref_model: Any) -> torch.nn.Module | None:
-        """The reference in float64 (same weights), made once; None (with a reason) if it
-        cannot be (no float64 kernel for an op, out of memory, ...)."""
-        if self._model64 is None and self._model64_error is None:
-            try:
-                self._model64 = precision.float64_model(ref_model)
-            except Exception as exc:
-                self._model64_error = f"{type(exc).__name__}: {exc}"[:300]
-        return self._model64
+    def model64(self, ref_model: Any, dtype: torch.dtype = torch.float64) -> torch.nn.Module | None:
+        """The reference in float64 (or `dtype`: float32, the oracle of a bf16/fp16 miss when
+        float64 fails), same weights, kept until drop_model64; None once it could not be made
+        or run in that dtype (the reason in _model64_errors). Out of memory propagates."""
+        if self._model64 is not None and self._model64[0] == dtype:
+            return self._model64[1]
+        if dtype in self._model64_errors:
+            return None
+        if self._model64 is not None:
+            self.drop_model64()
+        try:
+            self._model64 = (dtype, precision.oracle_model(ref_model, dtype))
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:
+            self._model64_errors[dtype] = f"{type(exc).__name__}: {exc}"[:300]
+            return None
+        return self._model64[1]
 
     def drop_model64(self) -> None:
         self._model64 = None
@@ -276,7 +285,8 @@ class GpuRun:
         tol: float,
     ) -> None:
         """A tolerance miss: how far each of candidate and reference is from float64. In
-        bf16/fp16 a miss no further from float64 than the reference's own is cleared."""
+        bf16/fp16 a miss no further from float64 than the reference's own is cleared; where
+        the reference cannot run in float64, float32 is the oracle (and is named as such)."""
         if not (
             isinstance(expected, torch.Tensor)
             and isinstance(actual, torch.Tensor)
@@ -285,35 +295,51 @@ class GpuRun:
             and res.max_abs_error is not None
         ):
             return
-        try:
-            model64 = self.model64(ref_model)
-            if model64 is None:
+        for dtype in precision.oracle_dtypes(expected.dtype):
+            try:
+                model = self.model64(ref_model, dtype)
+                if model is None:
+                    continue
+                exact = precision.run_in(model, originals, dtype)[res.output]
+                cand = precision.error_from(exact, actual, tol, tol)
+                ref = precision.error_from(exact, expected, tol, tol)
+                del exact
+                break
+            except torch.cuda.OutOfMemoryError:  # the miss stands as it is
                 return
-            outs64 = precision.run64(model64, originals)
-            e64 = outs64[res.output]
-            cand = precision.error_from(e64, actual, tol, tol)
-            ref = precision.error_from(e64, expected, tol, tol)
-            res.candidate_error_fp64, res.reference_error_fp64 = cand.max_abs, ref.max_abs
-            del outs64, e64
-        except Exception:  # out of memory, an op without float64: the miss stands as it is
+            except Exception as exc:  # an op without a kernel in this dtype: try the next
+                self._model64_errors[dtype] = f"{type(exc).__name__}: {exc}"[:300]
+            finally:
+                self.drop_model64()
+        else:
             return
-        finally:
-            self.drop_model64()
-        reduced = expected.dtype in precision.REDUCED_DTYPES
+        oracle = precision.dtype_name(dtype)
+        res.candidate_error_fp64, res.reference_error_fp64 = cand.max_abs, ref.max_abs
+        res.oracle_dtype = oracle
+        name = precision.dtype_name(expected.dtype)
+        no64 = ""
+        if dtype != torch.float64:
+            why = self._model64_errors.get(torch.float64, "")[:160]
+            no64 = f" (the reference has no float64 run: {why})"
         if (
-            reduced
+            expected.dtype in precision.REDUCED_DTYPES
             and not res.unwritten
             and precision.within_reference_error(cand.tol_units, ref.tol_units)
         ):
             res.passed = True
             res.fp64_cleared = True
-            res.message = precision.describe_cleared(
-                cand.tol_units, ref.tol_units, str(expected.dtype).removeprefix("torch.")
+            res.message = (
+                precision.describe_cleared(cand.tol_units, ref.tol_units, name, oracle) + no64
             )
             return
         res.message += "; " + precision.describe_miss(
-            res.max_abs_error, res.candidate_error_fp64, res.reference_error_fp64
+            res.max_abs_error,
+            cand.max_abs,
+            ref.max_abs,
+            oracle,
+            "fp32" if expected.dtype == torch.float32 else name,
         )
+        res.message += no64
 
     # ------------------------------------------------------------------ exploits
 
@@ -364,7 +390,8 @@ class GpuRun:
         try:
             model64 = self.model64(ref_model)
             if model64 is None:
-                report.note = f"no float64 run of the reference: {self._model64_error}"
+                error = self._model64_errors.get(torch.float64)
+                report.note = f"no float64 run of the reference: {error}"
                 return report
             sample = (first["originals"], first["ref_outs"], first["cand_outs"]) if first else None
             return precision.oracle(

@@ -129,21 +129,47 @@ def transform(name: str, values: Sequence[Any], seed: int) -> list[Any]:
     return out
 
 
-def upcast(values: Sequence[Any]) -> list[Any]:
+def upcast(values: Sequence[Any], dtype: torch.dtype = torch.float64) -> list[Any]:
     return [
-        v.detach().to(torch.float64) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        v.detach().to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
         for v in values
     ]
 
 
+ORACLE_DTYPES = (torch.float64, torch.float32)
+"""The precisions the reference runs in to judge a miss, tried in order. float32 only stands in
+for a bf16/fp16 reference that cannot run in float64 (transformers' mixture-of-experts layers
+call torch._grouped_mm, which has no float64 kernel): its steps are 2^16 times finer than
+bf16's, so it still measures how far the reduced-precision reference is from the exact answer."""
+
+
+def oracle_dtypes(expected: torch.dtype) -> tuple[torch.dtype, ...]:
+    """The oracle precisions for a miss on an output of dtype `expected`, in order."""
+    return ORACLE_DTYPES if expected in REDUCED_DTYPES else ORACLE_DTYPES[:1]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def oracle_model(ref_model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of the reference in `dtype` (same weights, buffers and mode)."""
+    return copy.deepcopy(ref_model).to(dtype)
+
+
 def float64_model(ref_model: torch.nn.Module) -> torch.nn.Module:
     """A float64 copy of the reference (same weights, buffers and mode)."""
-    return copy.deepcopy(ref_model).to(torch.float64)
+    return oracle_model(ref_model, torch.float64)
+
+
+def run_in(model: Callable[..., Any], values: Sequence[Any], dtype: torch.dtype) -> list[Any]:
+    """The outputs of `model` (a copy in `dtype`) on `values` with floating tensors cast."""
+    with torch.no_grad():
+        return flatten(model(*upcast(clone_all(values), dtype)))
 
 
 def run64(model64: Callable[..., Any], values: Sequence[Any]) -> list[Any]:
-    with torch.no_grad():
-        return flatten(model64(*upcast(clone_all(values))))
+    return run_in(model64, values, torch.float64)
 
 
 # --------------------------------------------------------------------------- the oracle
@@ -240,20 +266,29 @@ def worst(report: PrecisionReport) -> PrecisionTrial | None:
     return max(report.trials, key=key)
 
 
-def describe_cleared(cand_units: float, ref_units: float, dtype: str) -> str:
-    """The note on a reduced-precision miss the oracle cleared."""
+def describe_cleared(
+    cand_units: float, ref_units: float, dtype: str, oracle: str = "float64"
+) -> str:
+    """The note on a reduced-precision miss the oracle (the reference run in `oracle`) cleared."""
     return (
-        f"cleared by the float64 oracle: in {dtype} the reference itself is "
-        f"{_sci(ref_units)} tolerance units from float64 and the candidate {_sci(cand_units)} "
+        f"cleared by the {oracle} oracle: in {dtype} the reference itself is "
+        f"{_sci(ref_units)} tolerance units from {oracle} and the candidate {_sci(cand_units)} "
         f"(no more than {REDUCED_FACTOR}x the reference's own error)"
     )
 
 
-def describe_miss(candidate_error: float, cand64: float, ref64: float) -> str:
+def describe_miss(
+    candidate_error: float,
+    cand64: float,
+    ref64: float,
+    oracle: str = "float64",
+    reference: str = "fp32",
+) -> str:
     """The sentence added to a tolerance miss: both errors, so a user can judge deep networks."""
     return (
-        f"candidate max err {_sci(candidate_error)} vs the fp32 reference "
-        f"({_sci(cand64)} from float64); the fp32 reference itself is {_sci(ref64)} from float64"
+        f"candidate max err {_sci(candidate_error)} vs the {reference} reference "
+        f"({_sci(cand64)} from {oracle}); the {reference} reference itself is {_sci(ref64)} "
+        f"from {oracle}"
     )
 
 
