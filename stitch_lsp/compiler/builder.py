@@ -29,6 +29,9 @@ from stitch_lsp.compiler.ir import (
     numel,
 )
 
+# Head sizes the flash attention kernel's register tiles hold (multiples of 16 up to this).
+FLASH_MAX_HEAD = 128
+
 _FOLD: dict[str, Callable[[float, float], float]] = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
@@ -856,10 +859,25 @@ class Builder:
         causal: bool,
         scale: Any,
         dropout: float,
+        gqa: bool = False,
     ) -> Use:
-        """scaled_dot_product_attention as softmax(q k^T * scale + mask) v, on cuBLAS GEMMs."""
+        """scaled_dot_product_attention: one flash-style kernel in bf16/fp16 (online softmax on
+        tensor cores, `attn` node), else softmax(q k^T * scale + mask) v on cuBLAS GEMMs."""
         if dropout:
             raise self.fail("attention dropout is random")
+        if isinstance(mask, Use) and self.dtype_of(mask.vid) == "int64":
+            raise self.fail("an integer attention mask is not supported")
+        if mask is not None and not isinstance(mask, Use):
+            raise self.fail(f"attention mask {mask!r} is not a tensor")
+        heads = q.shape[-3] if len(q.shape) >= 3 else 1
+        kv_heads = k.shape[-3] if len(k.shape) >= 3 else 1
+        if heads != kv_heads and not (gqa and kv_heads and heads % kv_heads == 0):
+            raise self.fail(f"attention over {heads} query heads and {kv_heads} key heads")
+        flash = self._flash_attention(q, k, v, mask, causal, scale)
+        if flash is not None:
+            return flash
+        if heads != kv_heads:
+            k, v = self._repeat_heads(k, heads), self._repeat_heads(v, heads)
         e = q.shape[-1]
         s = self.matmul(q, self.mT(k))
         sc = float(scale) if scale is not None else 1.0 / math.sqrt(e)
@@ -874,4 +892,68 @@ class Builder:
             else:
                 s = self.ew("add", [s, self.plain(mask)], shape=s.shape)
         p = self.softmax(s, -1, log=False, safe=True)
+        if self.dtype_of(p.vid) != self.dtype_of(v.vid):  # bf16/fp16: P rounded, as eager's
+            p = self.ew("identity", [p], shape=p.shape, dtype=self.dtype_of(v.vid))
         return self.matmul(p, v)
+
+    def _repeat_heads(self, u: Use, heads: int) -> Use:
+        """enable_gqa's key/value heads repeated (head h reads kv head h // group)."""
+        kv = u.shape[-3]
+        wide = layout.expand(
+            layout.unsqueeze(u, -3), (*u.shape[:-3], kv, heads // kv, *u.shape[-2:])
+        )
+        return self.view(self.contiguous(wide), (*u.shape[:-3], heads, *u.shape[-2:]))
+
+    def _flash_operand(self, u: Use) -> Use:
+        """A 4-D operand whose rows are contiguous: what the flash kernel reads by strides."""
+        if u.trans:
+            u = layout.make(u, u.shape, layout.strides_of(u), 0)
+        u = layout.canonical(u, self.storage(u))
+        while len(u.shape) < 4:
+            u = layout.unsqueeze(u, 0)
+        st = layout.strides_of(u)
+        if st[-1] != 1 or any(x < 0 for x in st):
+            u = self.contiguous(u)
+        return u
+
+    def _flash_attention(
+        self, q: Use, k: Use, v: Use, mask: Use | None, causal: bool, scale: Any
+    ) -> Use | None:
+        """The `attn` node where the flash kernel applies; None where it does not (float32,
+        head sizes off its tiles, batch dims that broadcast), and the math form is built."""
+        dtypes = {self.dtype_of(u.vid) for u in (q, k, v)}
+        if len(dtypes) != 1 or not dtypes <= {"bfloat16", "float16"}:
+            return None
+        rank = len(q.shape)
+        if rank not in (3, 4) or len(k.shape) != rank or len(v.shape) != rank:
+            return None
+        e, ev = q.shape[-1], v.shape[-1]
+        if k.shape[-1] != e or v.shape[-2] != k.shape[-2]:
+            return None
+        if e % 16 or ev % 16 or e > FLASH_MAX_HEAD or ev > FLASH_MAX_HEAD:
+            return None
+        if q.shape[:-3] != k.shape[:-3] or k.shape[:-2] != v.shape[:-2]:
+            return None
+        q4, k4, v4 = (self._flash_operand(u) for u in (q, k, v))
+        b, h, lq, _ = q4.shape
+        lk = k4.shape[-2]
+        args: list[Operand] = [q4, k4, v4]
+        kind = ""
+        if mask is not None:
+            try:
+                shape = broadcast_shapes(mask.shape, (b, h, lq, lk))
+            except Unsupported:
+                return None
+            if shape != (b, h, lq, lk):
+                return None
+            m = layout.canonical(mask, self.storage(mask))
+            if m.trans:
+                m = layout.make(m, m.shape, layout.strides_of(m), 0)
+            args.append(layout.expand(m, (b, h, lq, lk)))
+            kind = "bool" if self.dtype_of(mask.vid) == "bool" else "add"
+        sc = float(scale) if scale is not None else 1.0 / math.sqrt(e)
+        out = self.add(
+            "attn", "flash", args, (b, h, lq, ev),
+            causal=bool(causal), scale=sc, mask=kind, dtype=dtypes.pop(),
+        )  # fmt: skip
+        return out if rank == 4 else self.view(out, (h, lq, ev))

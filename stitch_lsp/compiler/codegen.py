@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
+from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, attention_launcher
 from stitch_lsp.compiler.catalog import EW
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import blas_operand, index_expr
@@ -1291,6 +1292,19 @@ class Codegen:
         src = "\n".join(head + body) + "\n\n" + self._launcher(g, args, launch)
         return GroupKernel(g, g.name, args, src, node.origin or "cumsum")
 
+    # -- attention -----------------------------------------------------------------------------
+    def attention(self, g: Group) -> GroupKernel:
+        """One scaled_dot_product_attention as the flash kernel (see attention.py)."""
+        node = g.nodes[0]
+        args = self._args(g)
+        ins = [(a.ctype, a.name, a.vid) for a in args if a.role == "in"]
+        out = next(a for a in args if a.role == "out")
+        ctype = out.ctype.replace(" __restrict__", "").rstrip("*").strip()
+        launch = attention_launcher(node, g.name, ins, out.name, ctype)
+        if launch.ws_bytes:
+            args = [*args, Arg("ws", -1, "unsigned char*", "ws", launch.ws_bytes)]
+        return GroupKernel(g, g.name, args, launch.source, launch.comment)
+
     def cuda_source(self, with_gemm: bool = True) -> str:
         """The whole CUDA file. `with_gemm=False` leaves out the cuBLAS launchers, for compile
         checks on machines whose toolkit has no cuBLAS headers."""
@@ -1310,12 +1324,16 @@ class Codegen:
         specs = [g.nodes[0].params["spec"] for g in self.groups if g.kind == "rnn"]
         if specs and with_gemm:
             parts.append(rnn_preamble(specs))  # type: ignore[arg-type]
+        if any(g.kind == "attention" for g in self.groups):
+            parts.append(ATTENTION_PREAMBLE)
         reduced_at = len(parts)
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
                 k = self.kernel(g)
             elif g.kind == "scan":
                 k = self.scan(g)
+            elif g.kind == "attention":
+                k = self.attention(g)
             elif g.kind == "gemm" and with_gemm:
                 k = self.gemm(g)
             elif g.kind == "rnn" and with_gemm:

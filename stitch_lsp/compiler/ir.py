@@ -77,13 +77,26 @@ REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
 
 # ew, reduce: fused by the flat index of their group. pool, gather: fused too, but they read
 # their (materialised) input at other positions: windows, concatenation, padding, table lookups.
-# scan: a prefix sum along one dim, its own kernel. gemm, conv: vendor libraries. bn_update: the
+# scan: a prefix sum along one dim, its own kernel. attn: scaled_dot_product_attention as one
+# flash-style kernel (params: causal, scale, mask "" | "bool" | "add"; args q, k, v[, mask] as
+# 4-D uses with unit-stride rows). gemm, conv: vendor libraries. bn_update: the
 # running-stat side effect of a training-mode batch norm. rnn, rnn_out: a recurrent module and
 # its other results (recurrent.py). aten: an op the coder cannot lower, run as its traced ATen
 # call between the kernels (params: `call`, the expression with `{i}` operand slots; `dtype`;
 # `why` it falls back; `copy` when its result may alias an operand).
 NodeKind = Literal[
-    "ew", "reduce", "pool", "gather", "scan", "gemm", "conv", "bn_update", "rnn", "rnn_out", "aten"
+    "ew",
+    "reduce",
+    "pool",
+    "gather",
+    "scan",
+    "gemm",
+    "conv",
+    "attn",
+    "bn_update",
+    "rnn",
+    "rnn_out",
+    "aten",
 ]
 
 

@@ -158,6 +158,7 @@ register_op(
     OpKind.attention,
     names=("scaled_dot_product_attention", "multi_head_attention_forward"),
     functions=(_F + "scaled_dot_product_attention",),
+    aten=("scaled_dot_product_attention",),
     modules=tuple(
         _NN + m
         for m in _words(

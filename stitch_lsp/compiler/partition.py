@@ -91,7 +91,7 @@ def layout_of(shape: Shape, axes: tuple[int, ...]) -> Layout:
 @dataclass
 class Group:
     gid: int
-    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "aten"]
+    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "attention", "aten"]
     nodes: list[Node] = field(default_factory=list)
     full_numel: int = 0
     layout: Layout | None = None
@@ -108,6 +108,7 @@ class Group:
             "gemm": "gemm",
             "conv": "conv",
             "scan": "scan",
+            "attention": "attn",
             "aten": "aten",
         }
         if self.kind == "rnn":
@@ -255,7 +256,7 @@ def partition(graph: Graph) -> list[Group]:
     graph.recomputed = inline
 
     def new_group(
-        kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "aten"],
+        kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "attention", "aten"],
     ) -> Group:
         g = Group(len(groups), kind)
         groups.append(g)
@@ -265,8 +266,8 @@ def partition(graph: Graph) -> list[Group]:
     for node in graph.nodes:
         if node.vid in inline:
             continue
-        if node.kind in ("gemm", "conv", "rnn", "scan"):
-            g = new_group(node.kind)
+        if node.kind in ("gemm", "conv", "rnn", "scan", "attn"):
+            g = new_group("attention" if node.kind == "attn" else node.kind)
             g.nodes.append(node)
             open_group = None
             if node.kind == "rnn":

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from stitch_lsp.models.base import Record
 
-GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "aten"]
+GroupKind = Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "attention", "aten"]
 
 
 class CompiledGroup(Record):

@@ -167,6 +167,15 @@ def run_graph_env(
                 out = getattr(F, n.fn)(
                     args[0], w, None, p["stride"], p["padding"], p["dilation"], p["groups"]
                 )
+        elif n.kind == "attn":  # the flash kernel: fp32 math on the stored bf16/fp16 values
+            q, k, v, *mask = args
+            m = mask[0] if mask else None
+            if m is not None and p["mask"] == "bool":
+                m = m != 0
+            out = F.scaled_dot_product_attention(
+                q, k, v, m, is_causal=bool(p["causal"]), scale=float(p["scale"]),  # type: ignore[arg-type]
+                enable_gqa=q.shape[1] != k.shape[1],
+            )  # fmt: skip
         elif n.kind == "aten":  # the traced ATen call, as the program runs it
             slots = [f"_a{i}" for i in range(len(args))]
             scope = {

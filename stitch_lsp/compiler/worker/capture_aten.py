@@ -27,6 +27,7 @@ from stitch_lsp.compiler.attr_path import display_path
 from stitch_lsp.compiler.builder import MinMax, select_op
 from stitch_lsp.compiler.catalog import EwOp
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use
+from stitch_lsp.compiler.worker.capture_attention import attention_as_one_op
 from stitch_lsp.compiler.worker.capture_leaves import (
     LEAF_OP,
     LeafCall,
@@ -76,7 +77,12 @@ def trace(
     with mode:
         flat = [mode.from_tensor(t) for t in state.values()]
         fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
-    with leaves_as_ops(model) as records, _whole_stacks(), _scalars_keep_their_value():
+    with (
+        leaves_as_ops(model) as records,
+        _whole_stacks(),
+        _scalars_keep_their_value(),
+        attention_as_one_op(),
+    ):
         gm = make_fx(forward, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
     return gm, names, set(plain), kept

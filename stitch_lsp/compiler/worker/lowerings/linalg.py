@@ -6,7 +6,7 @@ from typing import Any
 
 import torch.fx
 
-from stitch_lsp.compiler.ir import Unsupported
+from stitch_lsp.compiler.ir import Unsupported, Use
 from stitch_lsp.compiler.worker.converter import Converter
 from stitch_lsp.compiler.worker.lowering import register_lowering
 
@@ -88,7 +88,28 @@ def attention(cx: Converter, n: torch.fx.Node) -> Any:
         bool(cx.arg(n, 5, "is_causal", False)),
         cx.arg(n, 6, "scale"),
         float(cx.arg(n, 4, "dropout_p", 0.0)),
+        gqa=bool(cx.arg(n, 7, "enable_gqa", False)),
     )
+
+
+@register_lowering("scaled_dot_product_attention", path="aten")
+def attention_aten(cx: Converter, n: torch.fx.Node) -> Any:
+    """The whole sdpa call that `capture_attention` keeps as one node of the ATen trace."""
+    q, k, v, mask, dropout, causal, scale, gqa = cx.args(
+        n,
+        ("query", None),
+        ("key", None),
+        ("value", None),
+        ("attn_mask", None),
+        ("dropout_p", 0.0),
+        ("is_causal", False),
+        ("scale", None),
+        ("enable_gqa", False),
+    )
+    for t in (q, k, v):
+        if not isinstance(t, Use):
+            raise Unsupported(f"{cx.desc(n)}: expected tensor query, key and value")
+    return cx.b.attention(q, k, v, mask, bool(causal), scale, float(dropout), gqa=bool(gqa))
 
 
 @register_lowering("embedding", path="aten")

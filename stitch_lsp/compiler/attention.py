@@ -1,0 +1,388 @@
+"""Flash-style attention for bf16/fp16: softmax(q k^T * scale [+ mask]) v in one kernel.
+
+One CTA of 4 warps takes 64 query rows of one (batch, head); each warp owns 16 rows, keeps them
+as tensor-core A fragments and walks the keys 64 at a time: S = Q K^T on `mma.sync m16n8k16`
+(fp32 accumulation), the causal / boolean / additive mask, an online softmax (running max and
+sum per row, kept in fp32), then O += P V with P rounded to the input type, as FlashAttention-2
+does. Q K^T never reaches memory; the output is written once, in the input type. Key/value
+heads shared by several query heads (GQA) are read in place, never repeated.
+
+The kernel is one template in the generated file; each attention site is a launcher that
+instantiates it with the site's head sizes, mask kind and strides (shapes are fixed at
+generation time, as for every generated kernel). Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stitch_lsp.compiler import layout
+from stitch_lsp.compiler.ir import Node, Use
+
+ATTENTION_PREAMBLE = r"""
+// ---- flash attention (bf16/fp16 in, fp32 accumulation): see stitch_lsp/compiler/attention.py ----
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+struct StitchAttnDims {
+  int heads, group, lq, lk;       // group: query heads per key/value head (GQA)
+  long long q_b, q_h, q_l;        // element strides; the last dim of q, k, v is contiguous
+  long long k_b, k_h, k_l;
+  long long v_b, v_h, v_l;
+  long long m_b, m_h, m_l, m_s;   // mask strides, 0 where it broadcasts
+  float scale;
+  int splits, kchunk;             // split-KV: key ranges of kchunk keys per CTA (see below)
+};
+template <typename T> __device__ __forceinline__ uint32_t stitch_pack2(float a, float b);
+template <> __device__ __forceinline__ uint32_t stitch_pack2<__nv_bfloat16>(float a, float b) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <> __device__ __forceinline__ uint32_t stitch_pack2<__half>(float a, float b) {
+  __half2 v = __floats2half2_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+// D (16x8, fp32) += A (16x16, row) * B (16x8, col) on the tensor cores.
+template <typename T>
+__device__ __forceinline__ void stitch_mma16816(float* c, const uint32_t* a, uint32_t b0,
+                                                uint32_t b1);
+template <>
+__device__ __forceinline__ void stitch_mma16816<__nv_bfloat16>(float* c, const uint32_t* a,
+                                                               uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void stitch_mma16816<__half>(float* c, const uint32_t* a, uint32_t b0,
+                                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float stitch_mask_f(bool x) { return x ? 1.f : 0.f; }
+__device__ __forceinline__ float stitch_mask_f(float x) { return x; }
+__device__ __forceinline__ float stitch_mask_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float stitch_mask_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ uint32_t stitch_ld32(const unsigned short* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+// Rows r0.. of a (rows x W) tile into shared memory (row pitch P), zeros past row n.
+template <int W, int P, bool VEC>
+__device__ __forceinline__ void stitch_attn_rows(unsigned short* s, const unsigned short* g,
+                                                 long long ld, int r0, int n) {
+  if (VEC) {
+    constexpr int C = W / 8;
+    for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
+      const int r = i / C, c = (i % C) * 8;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (r0 + r < n) v = __ldg(reinterpret_cast<const uint4*>(g + (r0 + r) * ld + c));
+      *reinterpret_cast<uint4*>(s + r * P + c) = v;
+    }
+  } else {
+    for (int i = threadIdx.x; i < 64 * W; i += blockDim.x) {
+      const int r = i / W, c = i % W;
+      s[r * P + c] = r0 + r < n ? g[(r0 + r) * ld + c] : (unsigned short)0;
+    }
+  }
+}
+// The same rows stored transposed (column c of the tile is row c of `s`), for P V's B operand.
+template <int W, int P, bool VEC>
+__device__ __forceinline__ void stitch_attn_cols(unsigned short* s, const unsigned short* g,
+                                                 long long ld, int r0, int n) {
+  if (VEC) {
+    constexpr int C = W / 8;
+    for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
+      const int r = i % 64, c = (i / 64) * 8;
+      uint4 v = make_uint4(0u, 0u, 0u, 0u);
+      if (r0 + r < n) v = __ldg(reinterpret_cast<const uint4*>(g + (r0 + r) * ld + c));
+      const unsigned short* e = reinterpret_cast<const unsigned short*>(&v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s[(c + j) * P + r] = e[j];
+    }
+  } else {
+    for (int i = threadIdx.x; i < 64 * W; i += blockDim.x) {
+      const int r = i % 64, c = i / 64;
+      s[c * P + r] = r0 + r < n ? g[(r0 + r) * ld + c] : (unsigned short)0;
+    }
+  }
+}
+// MASK: 0 none, 1 boolean (keep where nonzero), 2 additive. Grid: (ceil(lq / 64) * splits,
+// heads, batch). With SPLIT (few query rows, many keys: a decode step) each CTA takes kchunk
+// keys and writes its rows' running max, sum and unnormalised output in fp32 to `part`;
+// stitch_flash_combine merges the splits.
+template <typename T, int D, int DV, bool CAUSAL, int MASK, typename MT, bool VEC, bool SPLIT>
+__global__ void __launch_bounds__(128)
+stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* __restrict__ v_,
+                  const MT* __restrict__ mask, T* __restrict__ out, float* __restrict__ part,
+                  StitchAttnDims d) {
+  constexpr int KP = D + 8, VP = 64 + 8;
+  constexpr float LOG2E = 1.4426950408889634f;
+  __shared__ __align__(16) unsigned short ks[64 * KP];
+  __shared__ __align__(16) unsigned short vt[DV * VP];
+  const int split = SPLIT ? (int)(blockIdx.x % d.splits) : 0;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int m0 = (SPLIT ? (int)(blockIdx.x / d.splits) : (int)blockIdx.x) * 64;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int hk = h / d.group;
+  const unsigned short* q = reinterpret_cast<const unsigned short*>(q_) + b * d.q_b + h * d.q_h;
+  const unsigned short* k = reinterpret_cast<const unsigned short*>(k_) + b * d.k_b + hk * d.k_h;
+  const unsigned short* v = reinterpret_cast<const unsigned short*>(v_) + b * d.v_b + hk * d.v_h;
+  stitch_attn_rows<D, KP, VEC>(ks, q, d.q_l, m0, d.lq);
+  __syncthreads();
+  uint32_t qa[D / 16][4];
+  const int r = warp * 16 + g;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    qa[kk][0] = stitch_ld32(ks + r * KP + 16 * kk + 2 * t);
+    qa[kk][1] = stitch_ld32(ks + (r + 8) * KP + 16 * kk + 2 * t);
+    qa[kk][2] = stitch_ld32(ks + r * KP + 16 * kk + 8 + 2 * t);
+    qa[kk][3] = stitch_ld32(ks + (r + 8) * KP + 16 * kk + 8 + 2 * t);
+  }
+  __syncthreads();
+  float o[DV / 8][4];
+#pragma unroll
+  for (int n = 0; n < DV / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const int row0 = m0 + r, row1 = row0 + 8;
+  const int kend = min(CAUSAL ? min(d.lk, m0 + 64) : d.lk, (split + 1) * d.kchunk);
+  for (int n0 = split * d.kchunk; n0 < kend; n0 += 64) {
+    stitch_attn_rows<D, KP, VEC>(ks, k, d.k_l, n0, d.lk);
+    stitch_attn_cols<DV, VP, VEC>(vt, v, d.v_l, n0, d.lk);
+    __syncthreads();
+    float s[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const unsigned short* kr = ks + (8 * j + g) * KP + 16 * kk + 2 * t;
+        stitch_mma16816<T>(s[j], qa[kk], stitch_ld32(kr), stitch_ld32(kr + 8));
+      }
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = e < 2 ? row0 : row1, col = n0 + 8 * j + 2 * t + (e & 1);
+        float x = s[j][e] * d.scale;
+        if (col >= d.lk || (CAUSAL && col > row)) x = -INFINITY;
+        if (MASK != 0 && row < d.lq && col < d.lk) {
+          const float mv = stitch_mask_f(
+              mask[b * d.m_b + h * d.m_h + (long long)row * d.m_l + (long long)col * d.m_s]);
+          if (MASK == 1 && mv == 0.f) x = -INFINITY;
+          if (MASK == 2) x += mv;
+        }
+        s[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    }
+    float alpha[2], base[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      const float m_new = fmaxf(mrow[i], mx[i]);
+      base[i] = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far adds zeros
+      alpha[i] = exp2f((mrow[i] - base[i]) * LOG2E);
+      mrow[i] = m_new;
+      lrow[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2f((s[j][e] - base[e >> 1]) * LOG2E);
+        lrow[e >> 1] += s[j][e];
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < DV / 8; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint32_t pa[4] = {
+          stitch_pack2<T>(s[2 * kk][0], s[2 * kk][1]),
+          stitch_pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+          stitch_pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+          stitch_pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]),
+      };
+#pragma unroll
+      for (int n = 0; n < DV / 8; ++n) {
+        const unsigned short* vr = vt + (8 * n + g) * VP + 16 * kk + 2 * t;
+        stitch_mma16816<T>(o[n], pa, stitch_ld32(vr), stitch_ld32(vr + 8));
+      }
+    }
+    __syncthreads();
+  }
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 1);
+    lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 2);
+    inv[i] = lrow[i] > 0.f ? 1.f / lrow[i] : 0.f;  // a row with every key masked: zeros
+  }
+  const long long at = ((long long)b * d.heads + h) * d.lq;
+  if (SPLIT) {  // part: per (row, split) DV outputs, then the max and the sum
+    const int rows[2] = {row0, row1};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (rows[i] >= d.lq) continue;
+      float* p = part + ((at + rows[i]) * d.splits + split) * (DV + 2);
+#pragma unroll
+      for (int n = 0; n < DV / 8; ++n) {
+        p[8 * n + 2 * t] = o[n][2 * i];
+        p[8 * n + 2 * t + 1] = o[n][2 * i + 1];
+      }
+      if (t == 0) {
+        p[DV] = mrow[i];
+        p[DV + 1] = lrow[i];
+      }
+    }
+    return;
+  }
+  uint32_t* o32 = reinterpret_cast<uint32_t*>(out);
+#pragma unroll
+  for (int n = 0; n < DV / 8; ++n) {
+    const int c = 8 * n + 2 * t;
+    if (row0 < d.lq)
+      o32[((at + row0) * DV + c) >> 1] = stitch_pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]);
+    if (row1 < d.lq)
+      o32[((at + row1) * DV + c) >> 1] = stitch_pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
+  }
+}
+// The splits of each row merged: weights exp(m_s - max), output sum(w O_s) / sum(w l_s).
+// One block of DV / 2 threads per row (two columns each).
+template <typename T, int DV>
+__global__ void __launch_bounds__(64)
+stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int splits) {
+  constexpr float LOG2E = 1.4426950408889634f;
+  const float* p = part + (long long)blockIdx.x * splits * (DV + 2);
+  float m = -INFINITY;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, p[s * (DV + 2) + DV]);
+  float l = 0.f, a0 = 0.f, a1 = 0.f;
+  const int c = 2 * threadIdx.x;
+  for (int s = 0; s < splits; ++s) {
+    const float* ps = p + s * (DV + 2);
+    const float w = ps[DV] == -INFINITY ? 0.f : exp2f((ps[DV] - m) * LOG2E);
+    l += w * ps[DV + 1];
+    a0 += w * ps[c];
+    a1 += w * ps[c + 1];
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  reinterpret_cast<uint32_t*>(out)[((long long)blockIdx.x * DV + c) >> 1] =
+      stitch_pack2<T>(a0 * inv, a1 * inv);
+}
+"""
+
+
+# CTAs that keep every SM of an H100/H200 (132) busy about twice over: fewer than this and the
+# keys are split across CTAs (flash-decoding), each split merged by stitch_flash_combine.
+SPLIT_TARGET_CTAS = 264
+
+
+@dataclass
+class AttentionLaunch:
+    """A launcher's source, what its comment says, and the fp32 workspace its splits need."""
+
+    source: str
+    comment: str
+    ws_bytes: int
+
+
+def key_splits(ctas: int, lk: int) -> tuple[int, int]:
+    """(splits, keys per split): one split unless the grid is too small to fill the GPU and
+    there are keys to share out (at least two 64-key tiles per split)."""
+    tiles = -(-lk // 64)
+    if ctas >= SPLIT_TARGET_CTAS or tiles < 4:
+        return 1, tiles * 64
+    want = min(tiles // 2, -(-SPLIT_TARGET_CTAS // ctas))
+    per = -(-tiles // max(want, 1))
+    return -(-tiles // per), per * 64
+
+
+def attention_launcher(
+    node: Node, name: str, params: list[tuple[str, str, int]], out: str, ctype: str
+) -> AttentionLaunch:
+    """`extern "C" int name(...)`: the flash kernel for one attention site.
+
+    params: (C type, argument name, vid) of the kernel's inputs, in the launcher's order;
+    each of q, k, v (and the mask) names one of them by vid (q, k, v may be one tensor). A split
+    launch takes a workspace `ws` after the output."""
+    q, k, v, *rest = node.uses
+    mask = rest[0] if rest else None
+    arg = {vid: nm for _, nm, vid in params}
+    mask_kind = str(node.params.get("mask") or "")
+    b, heads, lq, dv = node.shape
+    e, lk, kv_heads = q.shape[-1], k.shape[-2], k.shape[1]
+
+    def at(u: Use) -> str:
+        return f"{arg[u.vid]} + {u.offset}" if u.offset else arg[u.vid]
+
+    def strides(u: Use) -> list[int]:
+        return list(layout.strides_of(u)[:3])
+
+    sq, sk, sv = strides(q), strides(k), strides(v)
+    sm = list(layout.strides_of(mask)) if mask is not None else [0, 0, 0, 0]
+    scale = float(node.params["scale"])  # type: ignore[arg-type]
+    m_tiles = -(-lq // 64)
+    splits, chunk = key_splits(m_tiles * heads * b, lk)
+    dims = [heads, heads // kv_heads, lq, lk, *sq, *sk, *sv, *sm]
+    init = ", ".join(str(x) for x in dims) + f", {scale!r}f, {splits}, {chunk}"
+    mask_type = "bool"
+    mask_ptr = "nullptr"
+    if mask is not None:
+        mask_type = next(c for c, _, vid in params if vid == mask.vid)
+        mask_type = mask_type.replace("const", "").replace("*", "").replace("__restrict__", "")
+        mask_type = mask_type.strip()
+        mask_ptr = at(mask)
+    kind = {"": 0, "bool": 1, "add": 2}[mask_kind]
+    causal = "true" if node.params.get("causal") else "false"
+    rows_even = all(s[2] % 8 == 0 and s[0] % 8 == 0 and s[1] % 8 == 0 for s in (sq, sk, sv))
+    offsets_even = all(u.offset % 8 == 0 for u in (q, k, v))
+    vec_static = "true" if rows_even and offsets_even else "false"
+    ptrs = " && ".join(dict.fromkeys(f"stitch_aligned16({arg[u.vid]})" for u in (q, k, v)))
+    sig = ", ".join(f"{c} {nm}" for c, nm, _ in params)
+    split = splits > 1
+    part = "(float*)ws" if split else "nullptr"
+    ws_bytes = b * heads * lq * splits * (dv + 2) * 4 if split else 0
+
+    def launch(vec: str) -> str:
+        tmpl = f"{ctype}, {e}, {dv}, {causal}, {kind}, {mask_type}, {vec}, {str(split).lower()}"
+        return (
+            f"stitch_flash_attn<{tmpl}><<<grid, 128, 0, stream>>>("
+            f"{at(q)}, {at(k)}, {at(v)}, {mask_ptr}, {out}, {part}, d);"
+        )
+
+    ws_param = ", unsigned char* ws" if split else ""
+    lines = [
+        f'extern "C" int {name}({sig}, {ctype}* {out}{ws_param}, cudaStream_t stream) {{',
+        f"  const StitchAttnDims d = {{{init}}};",
+        f"  const dim3 grid({m_tiles * splits}, {heads}, {b});",
+        f"  if ({vec_static} && {ptrs}) {launch('true')}",
+        f"  else {launch('false')}",
+    ]
+    if split:
+        lines.append(
+            f"  stitch_flash_combine<{ctype}, {dv}><<<{b * heads * lq}, {dv // 2}, 0, stream>>>("
+            f"(const float*)ws, {out}, {splits});"
+        )
+    lines += ["  return (int)cudaGetLastError();", "}"]
+    what = "causal " if node.params.get("causal") else ""
+    what += {"": "", "bool": "boolean-masked ", "add": "additive-masked "}[mask_kind]
+    gqa = f", {heads // kv_heads} query heads per KV head" if kv_heads != heads else ""
+    keys = f", keys in {splits} splits of {chunk}" if split else ""
+    comment = (
+        f"{node.origin or 'scaled_dot_product_attention'}: {what}flash attention "
+        f"(q k^T, softmax, @ v in one pass; {b}x{heads} heads, {lq}x{lk}, head {e}{gqa}{keys})"
+    )
+    return AttentionLaunch("\n".join(lines), comment, ws_bytes)
