@@ -15,6 +15,11 @@ timeout 120 python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jo
   --json "$out/attention.json" > "$out/speed.txt" 2>&1
 echo "attention speed rc=$? ($(( $(date +%s) - start )) s)"
 cut -c1-250 "$out/speed.txt" | tail -n 20
+STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16 timeout 150 python3 benchmarks/l3program_speed.py \
+  benchmarks/real_models/hf_{gpt2,bert,llama,mistral,qwen2}.py --jobs 5 --runs 10 \
+  --json "$out/lm-bf16.json" > "$out/lm-bf16.txt" 2>&1
+echo "language models bf16 rc=$? ($(( $(date +%s) - start )) s)"
+grep -E "correct=|FAILED|not handled|geomean|Error|float64" "$out/lm-bf16.txt" | cut -c1-250 | tail -n 20
 left=$(( 400 - ($(date +%s) - start) ))
 timeout "$left" python3 -m pytest -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
   -q -rA -W ignore -o addopts="--import-mode=importlib" > "$out/families.txt" 2>&1

@@ -4,7 +4,8 @@ One CTA of 4 warps takes 64 query rows of one (batch, head); each warp owns 16 r
 as tensor-core A fragments and walks the keys 64 at a time: S = Q K^T on `mma.sync m16n8k16`
 (fp32 accumulation), the causal / boolean / additive mask, an online softmax (running max and
 sum per row, kept in fp32), then O += P V with P rounded to the input type, as FlashAttention-2
-does. Q K^T never reaches memory; the output is written once, in the input type. Key/value
+does. Q K^T never reaches memory; the output is written once, in the input type, as (batch,
+query, head, value): the layout the output projection reads, so no transpose copy follows. Key/value
 heads shared by several query heads (GQA) are read in place, never repeated.
 
 The kernel is one template in the generated file; each attention site is a launcher that
@@ -250,23 +251,29 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
     }
     return;
   }
+  // out is (batch, query, head, value): row r of head h at ((b * lq + r) * heads + h) * DV.
   uint32_t* o32 = reinterpret_cast<uint32_t*>(out);
+  const long long at0 = ((long long)b * d.lq + row0) * d.heads + h;
+  const long long at1 = at0 + 8LL * d.heads;
 #pragma unroll
   for (int n = 0; n < DV / 8; ++n) {
     const int c = 8 * n + 2 * t;
     if (row0 < d.lq)
-      o32[((at + row0) * DV + c) >> 1] = stitch_pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]);
+      o32[(at0 * DV + c) >> 1] = stitch_pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]);
     if (row1 < d.lq)
-      o32[((at + row1) * DV + c) >> 1] = stitch_pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
+      o32[(at1 * DV + c) >> 1] = stitch_pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
   }
 }
 // The splits of each row merged: weights exp(m_s - max), output sum(w O_s) / sum(w l_s).
-// One block of DV / 2 threads per row (two columns each).
+// One block of DV / 2 threads per (batch, head, row) (two columns each).
 template <typename T, int DV>
 __global__ void __launch_bounds__(64)
-stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int splits) {
+stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int splits, int heads,
+                     int lq) {
   constexpr float LOG2E = 1.4426950408889634f;
   const float* p = part + (long long)blockIdx.x * splits * (DV + 2);
+  const long long row = blockIdx.x % lq, bh = blockIdx.x / lq;
+  const long long at = ((bh / heads) * lq + row) * heads + bh % heads;
   float m = -INFINITY;
   for (int s = 0; s < splits; ++s) m = fmaxf(m, p[s * (DV + 2) + DV]);
   float l = 0.f, a0 = 0.f, a1 = 0.f;
@@ -279,8 +286,7 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int sp
     a1 += w * ps[c + 1];
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
-  reinterpret_cast<uint32_t*>(out)[((long long)blockIdx.x * DV + c) >> 1] =
-      stitch_pack2<T>(a0 * inv, a1 * inv);
+  reinterpret_cast<uint32_t*>(out)[(at * DV + c) >> 1] = stitch_pack2<T>(a0 * inv, a1 * inv);
 }
 """
 
@@ -322,7 +328,7 @@ def attention_launcher(
     mask = rest[0] if rest else None
     arg = {vid: nm for _, nm, vid in params}
     mask_kind = str(node.params.get("mask") or "")
-    b, heads, lq, dv = node.shape
+    b, lq, heads, dv = node.shape
     e, lk, kv_heads = q.shape[-1], k.shape[-2], k.shape[1]
 
     def at(u: Use) -> str:
@@ -374,7 +380,7 @@ def attention_launcher(
     if split:
         lines.append(
             f"  stitch_flash_combine<{ctype}, {dv}><<<{b * heads * lq}, {dv // 2}, 0, stream>>>("
-            f"(const float*)ws, {out}, {splits});"
+            f"(const float*)ws, {out}, {splits}, {heads}, {lq});"
         )
     lines += ["  return (int)cudaGetLastError();", "}"]
     what = "causal " if node.params.get("causal") else ""

@@ -699,7 +699,13 @@ class Builder:
 
     # -- GEMM ----------------------------------------------------------------------------------
     def gemm(self, a: Use, b: Use, shape: Shape, batch: int) -> Use:
-        return self.add("gemm", "gemm", [a, b], shape, batch=batch)
+        """A bf16/fp16 product is stored in its operands' type, as torch.mm's result is (the
+        tensor cores accumulate in fp32 either way)."""
+        params: dict[str, Any] = {"batch": batch}
+        dtype = self.dtype_of(a.vid)
+        if dtype in ("bfloat16", "float16") and self.dtype_of(b.vid) == dtype:
+            params["dtype"] = dtype
+        return self.add("gemm", "gemm", [a, b], shape, **params)
 
     def _operand_3d(self, u: Use, batch_shape: Shape) -> tuple[Use, int]:
         """u broadcast to (*batch_shape, r, c) as one batch dim a strided batched GEMM can walk:
@@ -952,8 +958,11 @@ class Builder:
             args.append(layout.expand(m, (b, h, lq, lk)))
             kind = "bool" if self.dtype_of(mask.vid) == "bool" else "add"
         sc = float(scale) if scale is not None else 1.0 / math.sqrt(e)
-        out = self.add(
-            "attn", "flash", args, (b, h, lq, ev),
+        # Stored as (batch, query, head, value): the layout the next projection reads after
+        # `transpose(1, 2).reshape(b, l, -1)`, so that transpose is a free view.
+        stored = self.add(
+            "attn", "flash", args, (b, lq, h, ev),
             causal=bool(causal), scale=sc, mask=kind, dtype=dtypes.pop(),
         )  # fmt: skip
+        out = layout.permute(stored, (0, 2, 1, 3))
         return out if rank == 4 else self.view(out, (h, lq, ev))

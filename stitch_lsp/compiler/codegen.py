@@ -1151,7 +1151,8 @@ class Codegen:
         in_t, c_t = storage_ctype(ab), storage_ctype(c_dtype)
         args = [Arg("a", a.vid, f"const {in_t}*", "in"), Arg("b", b.vid, f"const {in_t}*", "in")]
         if bias is not None:
-            args.append(Arg("bias", bias.vid, "const float*", "in"))
+            bias_t = storage_ctype(stored_dtype(self.graph, bias.vid))
+            args.append(Arg("bias", bias.vid, f"const {bias_t}*", "in"))
         args.append(Arg("c", node.vid, f"{c_t}*", "out"))
         ta_ab, ta_c = BLAS_TYPES[ab], BLAS_TYPES[c_dtype]
         precision = "FP32 compute" if ab == "float32" else f"{ab} tensor cores, FP32 accumulate"
@@ -1165,7 +1166,7 @@ class Codegen:
             fused = " + bias, ReLU" if epilogue == "relu_bias" else " + bias"
             src = "\n".join(
                 [
-                    f"{what}{fused} on cuBLASLt (epilogue fused), FP32 compute",
+                    f"{what}{fused} on cuBLASLt (epilogue fused), {precision}",
                     f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
                     "  static StitchLtPlan plans[64];",
                     "  int dev = 0;",
@@ -1173,7 +1174,7 @@ class Codegen:
                     "  void* ws = stitch_lt_workspace();",
                     "  if (ws == nullptr) return (int)cudaErrorMemoryAllocation;",
                     f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n}, {m}, {k}, "
-                    f"{ldb}, {lda}, {n}, {relu}, {pb}, {pa}, c, bias, ws, stream);",
+                    f"{ldb}, {lda}, {n}, {relu}, {pb}, {pa}, c, bias, ws, stream, {ta_ab});",
                     "  if (rc != 0) return rc;",
                     "  cublasLtMatmulDescSetAttribute(plans[dev].op, "
                     "CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));",

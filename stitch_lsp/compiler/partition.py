@@ -327,12 +327,12 @@ def reads(graph: Graph, n: Node, inline: set[int]) -> list[Use]:
     return out
 
 
-def _fp32(graph: Graph, vid: int) -> bool:
+def _stored(graph: Graph, vid: int) -> str:
     leaf = graph.leaves.get(vid)
     if leaf is not None:
-        return leaf.dtype == "float32"
+        return leaf.dtype
     node = graph.node(vid)
-    return node is None or node.dtype in ("float32", "bool")
+    return "float32" if node is None or node.dtype == "bool" else node.dtype
 
 
 def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
@@ -352,8 +352,11 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
             continue
         if any(u.strided for u in mm.uses):
             continue  # cuBLASLt's heuristics assume aligned, whole operands
-        if not all(_fp32(graph, u.vid) for u in mm.uses) or mm.dtype != "float32":
-            continue  # the epilogue plans are FP32; a bf16/fp16 bias stays in the next kernel
+        dtype = mm.dtype
+        if dtype not in ("float32", "bfloat16", "float16"):
+            continue
+        if any(_stored(graph, u.vid) != dtype for u in mm.uses):
+            continue  # one type for A, B, C and the bias, as the epilogue plans take it
         users = [n for n in graph.nodes if any(u.vid == mm.vid for u in n.uses)]
         if len(users) != 1 or mm.vid in out_vids:
             continue
@@ -365,6 +368,8 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
         n_out = mm.shape[-1]
         if len(mine) != 1 or len(other) != 1 or other[0].vid not in graph.leaves:
             continue
+        if _stored(graph, other[0].vid) != dtype or add.dtype != dtype:
+            continue  # a bias of another type (or a result cast after the add) stays apart
         if strip_ones(other[0].shape) != (n_out,) or numel(add.shape) != numel(mm.shape):
             continue
         if add.shape[-1] != n_out:

@@ -340,10 +340,11 @@ static float stitch_lt_time(cublasLtHandle_t h, StitchLtPlan& plan,
   cudaGetLastError();  // a candidate that failed to launch is skipped, not reported
   return ok ? ms : -1.f;
 }
+// dt: the type of A, B, C and the bias (fp32, or bf16/fp16 on tensor cores); FP32 compute.
 static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperation_t tb,
                           int m, int n, int k, int lda, int ldb, int ldc, bool relu,
                           const void* a, const void* b, void* c, const void* bias, void* ws,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, cudaDataType_t dt = CUDA_R_32F) {
   if (plan.ready) return 0;
   cublasLtHandle_t h = stitch_cublaslt();
   if (h == nullptr) return STITCH_CUBLAS_ERROR;
@@ -354,11 +355,12 @@ static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperat
     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
-    cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_32F, ta == CUBLAS_OP_N ? m : k,
+    cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &dt, sizeof(dt));
+    cublasLtMatrixLayoutCreate(&plan.a, dt, ta == CUBLAS_OP_N ? m : k,
                                ta == CUBLAS_OP_N ? k : m, lda);
-    cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_32F, tb == CUBLAS_OP_N ? k : n,
+    cublasLtMatrixLayoutCreate(&plan.b, dt, tb == CUBLAS_OP_N ? k : n,
                                tb == CUBLAS_OP_N ? n : k, ldb);
-    cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldc);
+    cublasLtMatrixLayoutCreate(&plan.c, dt, m, n, ldc);
   }
   cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
   int dev = 0;
@@ -367,7 +369,7 @@ static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperat
   const uintptr_t bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
                          reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(bias);
   const long long key[10] = {(long long)ta, (long long)tb, m, n, k, lda, ldb, ldc,
-                             relu ? 1 : 0, (long long)(bits & 255u)};
+                             (relu ? 1 : 0) + 2 * (long long)dt, (long long)(bits & 255u)};
   if (StitchLtChoice* known = stitch_lt_choice(dev, key, false)) {
     plan.algo = known->algo;
     plan.ready = true;

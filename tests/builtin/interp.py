@@ -175,7 +175,7 @@ def run_graph_env(
             out = F.scaled_dot_product_attention(
                 q, k, v, m, is_causal=bool(p["causal"]), scale=float(p["scale"]),  # type: ignore[arg-type]
                 enable_gqa=q.shape[1] != k.shape[1],
-            )  # fmt: skip
+            ).transpose(1, 2)  # fmt: skip
         elif n.kind == "aten":  # the traced ATen call, as the program runs it
             slots = [f"_a{i}" for i in range(len(args))]
             scope = {

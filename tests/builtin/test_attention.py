@@ -21,7 +21,7 @@ from .interp import run_graph
 
 torch = pytest.importorskip("torch")
 
-_TEMPLATE = '''
+_TEMPLATE = """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -54,7 +54,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def _case(
@@ -88,7 +88,10 @@ CASES: dict[str, tuple[str, int]] = {
     ),
     "bool_mask_bf16": (
         _case(
-            lq=96, lk=96, hd=128, call="attn_mask=keep",
+            lq=96,
+            lk=96,
+            hd=128,
+            call="attn_mask=keep",
             mask_line="keep = torch.arange(s, device=x.device)[None, :] <= "
             "torch.arange(l, device=x.device)[:, None] + 3",
         ),
@@ -96,7 +99,11 @@ CASES: dict[str, tuple[str, int]] = {
     ),
     "additive_mask_bf16": (
         _case(
-            lq=64, lk=200, heads=8, kv_heads=4, call="attn_mask=bias",
+            lq=64,
+            lk=200,
+            heads=8,
+            kv_heads=4,
+            call="attn_mask=bias",
             extra_arg=", bias: torch.Tensor",
             extra_input=", (torch.randn(2, 1, 1, 200) * 2).bfloat16()",
         ),
@@ -205,7 +212,7 @@ def test_flash_attention_matches_the_model_on_the_gpu(tmp_path: Path, name: str)
         assert got.dtype == inputs[0].dtype and got.shape == want.shape
         err = (got.float() - want).abs().max().item()
         eager_err = (eager.float() - want).abs().max().item()
+        note = f"(eager's max error {eager_err:.3g}, ours {err:.3g})"
         torch.testing.assert_close(
-            got.float(), want, rtol=1e-2, atol=1e-2,
-            msg=lambda m: f"{m} (eager's max error {eager_err:.3g}, ours {err:.3g})",
-        )  # fmt: skip
+            got.float(), want, rtol=1e-2, atol=1e-2, msg=lambda m, note=note: f"{m} {note}"
+        )

@@ -173,3 +173,44 @@ def test_no_fold_when_the_gemm_output_is_used_twice() -> None:
     g.outputs.append(Use(m.vid, (8, 32)))
     groups = fold_gemm_epilogues(g, partition(g))
     assert "epilogue" not in groups[0].nodes[0].params
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_bias_folds_into_the_epilogue_in_its_own_type(dtype: str) -> None:
+    """A bf16/fp16 Linear's bias runs in the cuBLASLt epilogue in that type (one rounding, as
+    eager's addmm), and the launcher builds its plan for that type."""
+    from stitch_lsp.compiler.codegen import Codegen
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues
+
+    g = Graph()
+    x = g.add_leaf("input", "x", (8, 16), dtype)
+    w = g.add_leaf("param", "self.fc.weight", (32, 16), dtype)
+    b = g.add_leaf("param", "self.fc.bias", (32,), dtype)
+    mm = g.add(
+        "gemm", "gemm", [Use(x.vid, (8, 16)), Use(w.vid, (16, 32), True)], (8, 32), dtype=dtype
+    )
+    add = g.add("ew", "add", [Use(mm.vid, (8, 32)), Use(b.vid, (32,))], (8, 32), dtype=dtype)
+    g.outputs.append(Use(add.vid, (8, 32)))
+    groups = fold_gemm_epilogues(g, partition(g))
+    assert [gr.kind for gr in groups] == ["gemm"]
+    assert groups[0].nodes[0].params["epilogue"] == "bias"
+    src = Codegen(g, groups).cuda_source()
+    blas = {"bfloat16": "CUDA_R_16BF", "float16": "CUDA_R_16F"}[dtype]
+    assert f"stream, {blas});" in src and "bias on cuBLASLt" in src
+
+
+def test_a_float32_bias_on_a_half_precision_gemm_stays_apart() -> None:
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues
+
+    g = Graph()
+    x = g.add_leaf("input", "x", (8, 16), "bfloat16")
+    w = g.add_leaf("param", "self.fc.weight", (32, 16), "bfloat16")
+    b = g.add_leaf("param", "self.fc.bias", (32,))
+    mm = g.add(
+        "gemm", "gemm", [Use(x.vid, (8, 16)), Use(w.vid, (16, 32), True)], (8, 32),
+        dtype="bfloat16",
+    )  # fmt: skip
+    add = g.add("ew", "add", [Use(mm.vid, (8, 32)), Use(b.vid, (32,))], (8, 32))
+    g.outputs.append(Use(add.vid, (8, 32)))
+    groups = fold_gemm_epilogues(g, partition(g))
+    assert "epilogue" not in groups[0].nodes[0].params
