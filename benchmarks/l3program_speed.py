@@ -220,7 +220,9 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated problem numbers (in folders)")
     ap.add_argument("--jobs", type=int, default=1, help="generator processes")
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--compile", action="store_true", help="also time torch.compile and reduce-overhead")
+    ap.add_argument(
+        "--compile", action="store_true", help="also time torch.compile and reduce-overhead"
+    )
     ap.add_argument("--json")
     ap.add_argument(
         "--resume", action="store_true", help="keep the rows already in --json and skip them"
