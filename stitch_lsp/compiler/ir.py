@@ -82,8 +82,9 @@ REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
 # 4-D uses with unit-stride rows), stored as (batch, query, head, value). gemm, conv: vendor
 # libraries. bn_update: the running-stat side effect of a training-mode batch norm. rnn,
 # rnn_out: a recurrent module and its other results (recurrent.py). aten: an op the coder cannot
-# lower, run as its traced ATen call between the kernels (params: `call`, the expression with `{i}` operand slots; `dtype`;
-# `why` it falls back; `copy` when its result may alias an operand).
+# lower, run as its traced ATen call between the kernels (params: `call`, the expression with
+# `{i}` operand slots; `dtype`; `why` it falls back; `copy` when its result may alias an
+# operand).
 NodeKind = Literal[
     "ew",
     "reduce",
