@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# seconds: 575
+# seconds: 470
 # Session 6, one call for all (machines came rarely): the flash attention's GPU tests and its
 # speed alone (benchmarks/attention), the transformer language models and the decode step in
 # bf16 at full size against all four baselines, then the real-model families' GPU tests.
@@ -7,22 +7,22 @@ set -u
 out="${AREA_OUT:-/tmp/session6a-out}"
 mkdir -p "$out"
 start=$(date +%s)
-timeout 130 python3 -m pytest -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
+timeout 120 python3 -m pytest -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
   -W ignore -o addopts="--import-mode=importlib" > "$out/attention-tests.txt" 2>&1
 echo "attention tests rc=$? ($(( $(date +%s) - start )) s)"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|Mismatch|Greatest|Error" "$out/attention-tests.txt" | cut -c1-250 | tail -n 30
-timeout 90 python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jobs 4 --runs 20 \
+timeout 70 python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jobs 4 --runs 20 \
   --json "$out/attention.json" > "$out/attention-speed.txt" 2>&1
 echo "attention speed rc=$? ($(( $(date +%s) - start )) s)"
 grep -E "correct=|vs eager|geomean|Error" "$out/attention-speed.txt" | cut -c1-250 | tail -n 12
 export STITCH_MODEL_SIZE=full
 lms="$(ls benchmarks/real_models/hf_*.py) tests/data/stitch_problems/level3/1_LlamaDecodeStep.py"
-STITCH_MODEL_DTYPE=bfloat16 timeout 230 python3 benchmarks/l3program_speed.py $lms --jobs 8 \
+STITCH_MODEL_DTYPE=bfloat16 timeout 200 python3 benchmarks/l3program_speed.py $lms --jobs 8 \
   --runs 10 --compile --json "$out/lm-bf16-compile.json" > "$out/lm-bf16-compile.txt" 2>&1
 echo "language models bf16 with compile rc=$? ($(( $(date +%s) - start )) s)"
 grep -E "correct=|FAILED|not handled|geomean|Error|float64" "$out/lm-bf16-compile.txt" | cut -c1-260 | tail -n 24
 unset STITCH_MODEL_SIZE
-left=$(( 560 - ($(date +%s) - start) ))
+left=$(( 455 - ($(date +%s) - start) ))
 timeout "$left" python3 -m pytest -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
   -q -rA -W ignore -o addopts="--import-mode=importlib" > "$out/families.txt" 2>&1
 echo "families rc=$? ($(( $(date +%s) - start )) s)"
