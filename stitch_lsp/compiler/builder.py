@@ -922,6 +922,27 @@ class Builder:
             u = self.contiguous(u)
         return u
 
+    def _unrepeated(self, u: Use) -> Use | None:
+        """The key/value heads a `repeat_kv` copy (expand over a new head dim, then reshape)
+        was made from, as a 4-D view the flash kernel reads by GQA; None for anything else."""
+        if u.strided or u.trans or len(u.shape) != 4:
+            return None
+        node = self.g.node(u.vid)
+        if node is None or node.kind != "ew" or node.fn != "identity" or len(node.args) != 1:
+            return None
+        src = node.args[0]
+        if not isinstance(src, Use) or len(src.shape) != 5 or src.trans:
+            return None
+        if self.dtype_of(src.vid) != node.dtype:
+            return None  # a cast, not a copy
+        st = layout.strides_of(src)
+        b, hk, rep, length, d = src.shape
+        if st[2] != 0 or (b, hk * rep, length, d) != u.shape:
+            return None
+        return Use(
+            src.vid, (b, hk, length, d), strides=(st[0], st[1], st[3], st[4]), offset=src.offset
+        )
+
     def _flash_attention(
         self, q: Use, k: Use, v: Use, mask: Use | None, causal: bool, scale: Any
     ) -> Use | None:
@@ -940,6 +961,9 @@ class Builder:
             return None
         if q.shape[:-3] != k.shape[:-3] or k.shape[:-2] != v.shape[:-2]:
             return None
+        k_src, v_src = self._unrepeated(k), self._unrepeated(v)
+        if k_src is not None and v_src is not None and k_src.shape[1] == v_src.shape[1]:
+            k, v = k_src, v_src  # repeat_kv's copies are left unread (and pruned)
         q4, k4, v4 = (self._flash_operand(u) for u in (q, k, v))
         b, h, lq, _ = q4.shape
         lk = k4.shape[-2]

@@ -249,9 +249,36 @@ def _try_add(g: Group, node: Node) -> bool:
     return True
 
 
+# Nodes an elementwise op may be moved past: none of them writes memory that the op could read.
+_PURE_KINDS = frozenset({"ew", "reduce", "pool", "gather", "scan", "gemm", "conv", "attn"})
+
+
+def sink_pointwise(graph: Graph) -> None:
+    """Move each elementwise op that one fusible op alone reads down to just before that
+    reader, past GEMMs and other kernels it does not feed: `silu(gate(x)) * up(x)` then runs
+    the SiLU in the product's kernel instead of a kernel of its own between the two GEMMs."""
+    out_vids = {u.vid for u in graph.outputs}
+    nodes = list(graph.nodes)
+    i = len(nodes) - 1
+    while i >= 0:
+        n = nodes[i]
+        i -= 1
+        if n.kind != "ew" or n.vid in out_vids or n.params.get("effect"):
+            continue
+        readers = [k for k, m in enumerate(nodes) if any(u.vid == n.vid for u in m.uses)]
+        if len(readers) != 1 or nodes[readers[0]].kind not in ("ew", "reduce"):
+            continue  # a value several ops read (rotary tables) stays where it was made
+        here, first = i + 1, min(readers)
+        if first == here + 1 or any(m.kind not in _PURE_KINDS for m in nodes[here + 1 : first]):
+            continue
+        nodes.insert(first - 1, nodes.pop(here))
+    graph.nodes = nodes
+
+
 def partition(graph: Graph) -> list[Group]:
     groups: list[Group] = []
     open_group: Group | None = None
+    sink_pointwise(graph)
     inline = recomputed(graph)
     graph.recomputed = inline
 

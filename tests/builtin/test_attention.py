@@ -69,8 +69,9 @@ def _case(
     mask_line: str = "pass",
     extra_arg: str = "",
     extra_input: str = "",
+    gqa: bool = True,
 ) -> str:
-    if kv_heads != heads:
+    if kv_heads != heads and gqa:
         call = (call + ", " if call else "") + "enable_gqa=True"
     return _TEMPLATE.format(
         dtype=dtype, heads=heads, kv_heads=kv_heads, hd=hd, lq=lq, lk=lk, call=call,
@@ -110,6 +111,20 @@ CASES: dict[str, tuple[str, int]] = {
         1,
     ),
     "decode_step_bf16": (_case(lq=1, lk=333, heads=8, kv_heads=2, hd=128), 1),
+    # transformers' repeat_kv (expand, reshape): read in place as GQA, the copies left out
+    "repeat_kv_bf16": (
+        _case(
+            heads=4,
+            kv_heads=2,
+            lq=70,
+            lk=70,
+            call="is_causal=True",
+            gqa=False,
+            mask_line="k, v = (t[:, :, None].expand(b, 2, 2, s, 64).reshape(b, 4, s, 64) "
+            "for t in (k, v))",
+        ),
+        1,
+    ),
     "head_40_bf16": (_case(hd=40, lq=40, lk=40, call="is_causal=True"), 0),
     "float32": (_case(dtype="float32", lq=40, lk=50, call="is_causal=True"), 0),
 }
@@ -136,6 +151,9 @@ def test_attention_is_one_node_and_computes_the_model(tmp_path: Path, name: str)
     graph = _capture(path)
     attn = [n for n in graph.nodes if n.kind == "attn"]
     assert len(attn) == flash, graph.summary()
+    if name == "repeat_kv_bf16":
+        assert attn[0].uses[1].shape[1] == 2 and attn[0].uses[2].shape[1] == 2
+        assert not any(n.kind == "ew" and len(n.shape) == 5 for n in graph.nodes)
     if not flash:  # the math form: two GEMMs and a softmax, in the model's precision
         assert sum(n.kind == "gemm" and n.params.get("batch", 1) > 1 for n in graph.nodes) == 2
     model, inputs = _model(path, name)

@@ -214,3 +214,32 @@ def test_a_float32_bias_on_a_half_precision_gemm_stays_apart() -> None:
     g.outputs.append(Use(add.vid, (8, 32)))
     groups = fold_gemm_epilogues(g, partition(g))
     assert "epilogue" not in groups[0].nodes[0].params
+
+
+def _swiglu_graph(between: str) -> Graph:
+    """silu(x @ Wg^T) * (x @ Wu^T), with `between` (a GEMM or a PyTorch call) after the SiLU."""
+    g = Graph()
+    x = g.add_leaf("input", "x", (8, 16))
+    wg = g.add_leaf("param", "self.gate.weight", (32, 16))
+    wu = g.add_leaf("param", "self.up.weight", (32, 16))
+    gate = g.add("gemm", "gemm", [Use(x.vid, (8, 16)), Use(wg.vid, (16, 32), True)], (8, 32))
+    act = g.add("ew", "silu", [Use(gate.vid, (8, 32))], (8, 32))
+    if between == "gemm":
+        up = g.add("gemm", "gemm", [Use(x.vid, (8, 16)), Use(wu.vid, (16, 32), True)], (8, 32))
+    else:
+        up = g.add("aten", "index_copy_.default", [Use(x.vid, (8, 32))], (8, 32), call="{0}")
+    out = g.add("ew", "mul", [Use(act.vid, (8, 32)), Use(up.vid, (8, 32))], (8, 32))
+    g.outputs.append(Use(out.vid, (8, 32)))
+    return g
+
+
+def test_an_activation_moves_past_the_next_gemm_into_its_readers_kernel() -> None:
+    groups = partition(_swiglu_graph("gemm"))
+    assert [gr.kind for gr in groups] == ["gemm", "gemm", "pointwise"]
+    assert [n.fn for n in groups[2].nodes] == ["silu", "mul"]
+
+
+def test_an_activation_never_moves_past_a_pytorch_call() -> None:
+    """A PyTorch call may write what the activation reads (a cache updated in place)."""
+    groups = partition(_swiglu_graph("aten"))
+    assert [gr.kind for gr in groups] == ["gemm", "pointwise", "aten", "pointwise"]
