@@ -123,8 +123,8 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
                   StitchAttnDims d) {
   constexpr int KP = D + 8, VP = 64 + 8;
   constexpr float LOG2E = 1.4426950408889634f;
-  __shared__ __align__(16) unsigned short ks[64 * KP];
-  __shared__ __align__(16) unsigned short vt[DV * VP];
+  __shared__ alignas(16) unsigned short ks[64 * KP];
+  __shared__ alignas(16) unsigned short vt[DV * VP];
   const int split = SPLIT ? (int)(blockIdx.x % d.splits) : 0;
   const int b = blockIdx.z, h = blockIdx.y;
   const int m0 = (SPLIT ? (int)(blockIdx.x / d.splits) : (int)blockIdx.x) * 64;
@@ -264,6 +264,11 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
       o32[(at1 * DV + c) >> 1] = stitch_pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
   }
 }
+"""
+
+
+# Merges the key splits of a decode step; in the file only where some launch splits.
+COMBINE_KERNEL = r"""
 // The splits of each row merged: weights exp(m_s - max), output sum(w O_s) / sum(w l_s).
 // One block of DV / 2 threads per (batch, head, row) (two columns each).
 template <typename T, int DV>
@@ -289,7 +294,6 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int sp
   reinterpret_cast<uint32_t*>(out)[(at * DV + c) >> 1] = stitch_pack2<T>(a0 * inv, a1 * inv);
 }
 """
-
 
 # CTAs that keep every SM of an H100/H200 (132) busy about twice over: fewer than this and the
 # keys are split across CTAs (flash-decoding), each split merged by stitch_flash_combine.

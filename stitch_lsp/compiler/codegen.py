@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import cast
 
-from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, attention_launcher
+from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, COMBINE_KERNEL, attention_launcher
 from stitch_lsp.compiler.catalog import EW
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import blas_operand, index_expr
@@ -1325,8 +1325,10 @@ class Codegen:
         specs = [g.nodes[0].params["spec"] for g in self.groups if g.kind == "rnn"]
         if specs and with_gemm:
             parts.append(rnn_preamble(specs))  # type: ignore[arg-type]
+        attention_at = len(parts)
         if any(g.kind == "attention" for g in self.groups):
             parts.append(ATTENTION_PREAMBLE)
+            attention_at = len(parts)
         reduced_at = len(parts)
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
@@ -1344,6 +1346,11 @@ class Codegen:
             self.kernels.append(k)
             what = "reduction " + g.layout.describe() if g.layout else g.kind
             parts.append(f"// ---- {k.name} ({what}) fuses: {k.comment}\n{k.source}")
+        if any(
+            k.group.kind == "attention" and "stitch_flash_combine<" in k.source
+            for k in self.kernels
+        ):
+            parts.insert(attention_at, COMBINE_KERNEL)
         reduced = any(n.dtype in REDUCED_CTYPES for n in self.graph.nodes)
         if reduced or any(a.reduced for k in self.kernels for a in k.args):
             parts.insert(reduced_at, REDUCED_PREAMBLE)

@@ -173,6 +173,27 @@ def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", ["causal_fp16_gqa", "decode_step_bf16"])
+def test_flash_candidates_pass_the_static_checks(tmp_path: Path, name: str) -> None:
+    """Our own flash kernels are never flagged: the CUDA parses (tree-sitter), every kernel is
+    launched (the split merge only where a launch splits): no warning, no error."""
+    from stitch_lsp.analysis.check import check_paths
+    from stitch_lsp.config import Settings
+    from stitch_lsp.models.findings import Severity
+
+    source, _ = CASES[name]
+    cand = generate_for(write_problem(tmp_path, name, source))
+    assert cand.handled, cand.reason
+    merged = "stitch_flash_combine<" in (cand.cuda_source or "")
+    assert merged == (name == "decode_step_bf16")
+    path = tmp_path / f"{name}_builtin.py"
+    path.write_text(cand.source or "")
+    report = check_paths([path], Settings())
+    seen = [d for d in report.diagnostics if d.severity in (Severity.error, Severity.warning)]
+    assert not seen, [f"{d.line}: {d.message}" for d in seen]
+
+
+@pytest.mark.slow
 def test_flash_kernels_compile_for_hopper(tmp_path: Path) -> None:
     """Every flash instantiation of the cases (bf16, fp16, masks, GQA, head 128) builds."""
     from stitch_lsp.compiler.codegen import Codegen
