@@ -173,6 +173,7 @@ def recomputed(graph: Graph) -> set[int]:
             ok = False
         if ok:
             out.add(n.vid)
+    out |= _read_by_cat_only(graph)
     for n in graph.nodes:
         if n.kind not in ("ew", "reduce", "gather"):
             for u in n.uses:
@@ -180,6 +181,24 @@ def recomputed(graph: Graph) -> set[int]:
     for u in graph.outputs:
         out.discard(u.vid)
     return out
+
+
+def _read_by_cat_only(graph: Graph) -> set[int]:
+    """Elementwise values that only concatenations read (rotate_half's `-x2` in a rotary
+    embedding): the cat's kernel computes each at the element it copies, from the stored
+    operands, instead of a kernel of their own writing them out first."""
+    readers: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        for u in n.uses:
+            readers.setdefault(u.vid, []).append(n)
+    found = set()
+    for n in graph.nodes:
+        if n.kind != "ew" or n.dtype == "int64" or n.params.get("effect"):
+            continue
+        mine = readers.get(n.vid, [])
+        if mine and all(r.kind == "gather" and r.fn == "cat" for r in mine):
+            found.add(n.vid)
+    return found
 
 
 def _try_add(g: Group, node: Node) -> bool:

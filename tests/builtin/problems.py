@@ -224,3 +224,11 @@ UNSUPPORTED: dict[str, tuple[str, str]] = {
         "dropout",
     ),
 }
+# A rotary embedding's rotate_half after a Linear: `-x2` is recomputed inside the cat's kernel.
+PROBLEMS["rotate_half_after_linear"] = problem(
+    "self.fc = nn.Linear(32, 64)\nself.register_buffer('cos', torch.rand(64))",
+    "y = self.fc(x)\n"
+    "x1, x2 = y[..., :32], y[..., 32:]\n"
+    "return y * self.cos + torch.cat((-x2, torch.tanh(x1)), dim=-1) * 0.5",
+    "torch.randn(6, 32)",
+)

@@ -35,6 +35,7 @@ COMPILE_SET = [
     "maxpool3d_dilated",
     "argmax_middle",
     "split_tile_batch_norm_1d",
+    "rotate_half_after_linear",
 ]
 
 
