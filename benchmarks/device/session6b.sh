@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# seconds: 240
+# seconds: 185
 # Session 6, the last device time (machines came rarely): the flash attention's GPU tests and
 # the real-model families' decode step and bf16 language models, in 8 pytest workers sharing
-# the GPU (correctness only: nothing is timed in parallel), then attention alone timed.
+# the GPU (correctness only: nothing is timed in parallel).
 set -u
 out="${AREA_OUT:-/tmp/session6b-out}"
 mkdir -p "$out"
@@ -12,7 +12,3 @@ timeout 170 python3 -m pytest -m gpu -n 8 tests/builtin/test_attention.py \
   -q -rA -W ignore -o addopts="--import-mode=importlib" > "$out/tests.txt" 2>&1
 echo "GPU tests rc=$? ($(( $(date +%s) - start )) s)"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|Mismatch|Greatest" "$out/tests.txt" | cut -c1-220 | tail -n 40
-timeout 50 python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jobs 4 --runs 20 \
-  --json "$out/attention.json" > "$out/attention-speed.txt" 2>&1
-echo "attention speed rc=$? ($(( $(date +%s) - start )) s)"
-grep -E "correct=|vs eager|geomean|Error" "$out/attention-speed.txt" | cut -c1-250 | tail -n 12
