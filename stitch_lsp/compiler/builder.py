@@ -967,6 +967,8 @@ class Builder:
         q4, k4, v4 = (self._flash_operand(u) for u in (q, k, v))
         b, h, lq, _ = q4.shape
         lk = k4.shape[-2]
+        if b > 65535 or h > 65535:
+            return None  # the kernel's grid takes heads and batch as its y and z
         args: list[Operand] = [q4, k4, v4]
         kind = ""
         if mask is not None:
