@@ -276,22 +276,34 @@ def sink_pointwise(graph: Graph) -> None:
     """Move each elementwise op that one fusible op alone reads down to just before that
     reader, past GEMMs and other kernels it does not feed: `silu(gate(x)) * up(x)` then runs
     the SiLU in the product's kernel instead of a kernel of its own between the two GEMMs."""
+    nodes = graph.nodes
     out_vids = {u.vid for u in graph.outputs}
-    nodes = list(graph.nodes)
-    i = len(nodes) - 1
-    while i >= 0:
-        n = nodes[i]
-        i -= 1
-        if n.kind != "ew" or n.vid in out_vids or n.params.get("effect"):
-            continue
-        readers = [k for k, m in enumerate(nodes) if any(u.vid == n.vid for u in m.uses)]
-        if len(readers) != 1 or nodes[readers[0]].kind not in ("ew", "reduce"):
+    readers: dict[int, set[int]] = {}
+    impure = [0]  # impure[i]: nodes before i that may write memory
+    for i, m in enumerate(nodes):
+        for u in m.uses:
+            readers.setdefault(u.vid, set()).add(i)
+        impure.append(impure[-1] + (m.kind not in _PURE_KINDS))
+    before: dict[int, list[int]] = {}  # reader index -> the ops moved to just before it
+    for i, n in enumerate(nodes):
+        mine = readers.get(n.vid, set())
+        if n.kind != "ew" or n.vid in out_vids or n.params.get("effect") or len(mine) != 1:
             continue  # a value several ops read (rotary tables) stays where it was made
-        here, first = i + 1, min(readers)
-        if first == here + 1 or any(m.kind not in _PURE_KINDS for m in nodes[here + 1 : first]):
-            continue
-        nodes.insert(first - 1, nodes.pop(here))
-    graph.nodes = nodes
+        (r,) = mine
+        if nodes[r].kind in ("ew", "reduce") and r > i + 1 and impure[r] == impure[i + 1]:
+            before.setdefault(r, []).append(i)
+    moved = {i for ops in before.values() for i in ops}
+    order: list[Node] = []
+
+    def emit(i: int) -> None:
+        for j in before.get(i, []):
+            emit(j)
+        order.append(nodes[i])
+
+    for i in range(len(nodes)):
+        if i not in moved:
+            emit(i)
+    graph.nodes = order
 
 
 def partition(graph: Graph) -> list[Group]:
