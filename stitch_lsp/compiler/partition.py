@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from stitch_lsp.compiler.ir import Graph, Node, Shape, Unsupported, Use, numel, strip_ones
+from stitch_lsp.models.codegen import GroupKind
 
 Space = Literal["full", "red"]
 
@@ -91,7 +92,7 @@ def layout_of(shape: Shape, axes: tuple[int, ...]) -> Layout:
 @dataclass
 class Group:
     gid: int
-    kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "attention", "aten"]
+    kind: GroupKind
     nodes: list[Node] = field(default_factory=list)
     full_numel: int = 0
     layout: Layout | None = None
@@ -314,7 +315,7 @@ def partition(graph: Graph) -> list[Group]:
     graph.recomputed = inline
 
     def new_group(
-        kind: Literal["pointwise", "reduction", "gemm", "conv", "rnn", "scan", "attention", "aten"],
+        kind: GroupKind,
     ) -> Group:
         g = Group(len(groups), kind)
         groups.append(g)
