@@ -1325,10 +1325,9 @@ class Codegen:
         specs = [g.nodes[0].params["spec"] for g in self.groups if g.kind == "rnn"]
         if specs and with_gemm:
             parts.append(rnn_preamble(specs))  # type: ignore[arg-type]
-        attention_at = len(parts)
         if any(g.kind == "attention" for g in self.groups):
             parts.append(ATTENTION_PREAMBLE)
-            attention_at = len(parts)
+        attention_at = len(parts)  # where the split merge goes, if a launch splits
         reduced_at = len(parts)
         for g in self.groups:
             if g.kind in ("pointwise", "reduction"):
@@ -1346,10 +1345,7 @@ class Codegen:
             self.kernels.append(k)
             what = "reduction " + g.layout.describe() if g.layout else g.kind
             parts.append(f"// ---- {k.name} ({what}) fuses: {k.comment}\n{k.source}")
-        if any(
-            k.group.kind == "attention" and "stitch_flash_combine<" in k.source
-            for k in self.kernels
-        ):
+        if any(k.group.kind == "attention" and k.args[-1].role == "ws" for k in self.kernels):
             parts.insert(attention_at, COMBINE_KERNEL)
         reduced = any(n.dtype in REDUCED_CTYPES for n in self.graph.nodes)
         if reduced or any(a.reduced for k in self.kernels for a in k.args):
