@@ -285,11 +285,14 @@ def sink_pointwise(graph: Graph) -> None:
         for u in m.uses:
             readers.setdefault(u.vid, set()).add(i)
         impure.append(impure[-1] + (m.kind not in _PURE_KINDS))
+    gemm_out = {m.vid for m in nodes if m.kind == "gemm"}
     before: dict[int, list[int]] = {}  # reader index -> the ops moved to just before it
     for i, n in enumerate(nodes):
         mine = readers.get(n.vid, set())
         if n.kind != "ew" or n.vid in out_vids or n.params.get("effect") or len(mine) != 1:
             continue  # a value several ops read (rotary tables) stays where it was made
+        if n.fn == "add" and any(u.vid in gemm_out for u in n.uses):
+            continue  # a GEMM's bias: its place is the GEMM's epilogue (fold_gemm_epilogues)
         (r,) = mine
         if nodes[r].kind in ("ew", "reduce") and r > i + 1 and impure[r] == impure[i + 1]:
             before.setdefault(r, []).append(i)

@@ -243,3 +243,22 @@ def test_an_activation_never_moves_past_a_pytorch_call() -> None:
     """A PyTorch call may write what the activation reads (a cache updated in place)."""
     groups = partition(_swiglu_graph("aten"))
     assert [gr.kind for gr in groups] == ["gemm", "pointwise", "aten", "pointwise"]
+
+
+def test_a_gemm_bias_stays_by_its_gemm_for_the_epilogue() -> None:
+    """A bias add read by one op after another GEMM is not moved: it folds into the epilogue."""
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues
+
+    g = Graph()
+    x = g.add_leaf("input", "x", (8, 16))
+    w1 = g.add_leaf("param", "self.q.weight", (32, 16))
+    w2 = g.add_leaf("param", "self.k.weight", (32, 16))
+    b = g.add_leaf("param", "self.q.bias", (32,))
+    q = g.add("gemm", "gemm", [Use(x.vid, (8, 16)), Use(w1.vid, (16, 32), True)], (8, 32))
+    qb = g.add("ew", "add", [Use(q.vid, (8, 32)), Use(b.vid, (32,))], (8, 32))
+    k = g.add("gemm", "gemm", [Use(x.vid, (8, 16)), Use(w2.vid, (16, 32), True)], (8, 32))
+    out = g.add("ew", "mul", [Use(qb.vid, (8, 32)), Use(k.vid, (8, 32))], (8, 32))
+    g.outputs.append(Use(out.vid, (8, 32)))
+    groups = fold_gemm_epilogues(g, partition(g))
+    assert [gr.kind for gr in groups] == ["gemm", "gemm", "pointwise"]
+    assert groups[0].nodes[0].params["epilogue"] == "bias"
