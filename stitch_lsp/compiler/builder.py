@@ -912,9 +912,7 @@ class Builder:
 
     def _flash_operand(self, u: Use) -> Use:
         """A 4-D operand whose rows are contiguous: what the flash kernel reads by strides."""
-        if u.trans:
-            u = layout.make(u, u.shape, layout.strides_of(u), 0)
-        u = layout.canonical(u, self.storage(u))
+        u = self.plain(u, broadcast=False)
         while len(u.shape) < 4:
             u = layout.unsqueeze(u, 0)
         st = layout.strides_of(u)
@@ -978,10 +976,7 @@ class Builder:
                 return None
             if shape != (b, h, lq, lk):
                 return None
-            m = layout.canonical(mask, self.storage(mask))
-            if m.trans:
-                m = layout.make(m, m.shape, layout.strides_of(m), 0)
-            args.append(layout.expand(m, (b, h, lq, lk)))
+            args.append(layout.expand(self.plain(mask, broadcast=False), (b, h, lq, lk)))
             kind = "bool" if self.dtype_of(mask.vid) == "bool" else "add"
         sc = float(scale) if scale is not None else 1.0 / math.sqrt(e)
         # Stored as (batch, query, head, value): the layout the next projection reads after

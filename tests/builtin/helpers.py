@@ -29,3 +29,17 @@ def import_path(path: Path, name: str) -> types.ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def serious_findings(path: Path) -> list[str]:
+    """The static checks' errors and warnings on a candidate file, as `line: code message`."""
+    from stitch_lsp.analysis.check import check_paths
+    from stitch_lsp.config import Settings
+    from stitch_lsp.models.findings import Severity
+
+    report = check_paths([path], Settings())
+    return [
+        f"{d.line}: {d.code} {d.message}"
+        for d in report.diagnostics
+        if d.severity in (Severity.error, Severity.warning)
+    ]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import generate_for, import_path, write_problem
+from .helpers import generate_for, import_path, serious_findings, write_problem
 from .interp import run_graph
 
 torch = pytest.importorskip("torch")
@@ -177,10 +177,6 @@ def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:
 def test_flash_candidates_pass_the_static_checks(tmp_path: Path, name: str) -> None:
     """Our own flash kernels are never flagged: the CUDA parses (tree-sitter), every kernel is
     launched (the split merge only where a launch splits): no warning, no error."""
-    from stitch_lsp.analysis.check import check_paths
-    from stitch_lsp.config import Settings
-    from stitch_lsp.models.findings import Severity
-
     source, _ = CASES[name]
     cand = generate_for(write_problem(tmp_path, name, source))
     assert cand.handled, cand.reason
@@ -188,9 +184,7 @@ def test_flash_candidates_pass_the_static_checks(tmp_path: Path, name: str) -> N
     assert merged == (name == "decode_step_bf16")
     path = tmp_path / f"{name}_builtin.py"
     path.write_text(cand.source or "")
-    report = check_paths([path], Settings())
-    seen = [d for d in report.diagnostics if d.severity in (Severity.error, Severity.warning)]
-    assert not seen, [f"{d.line}: {d.message}" for d in seen]
+    assert not serious_findings(path)
 
 
 @pytest.mark.slow

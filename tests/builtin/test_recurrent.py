@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .cuda_headers import cublas_include
-from .helpers import generate_for, write_problem
+from .helpers import generate_for, serious_findings, write_problem
 from .rnn_problems import CASES, RnnCase
 
 pytest.importorskip("torch")
@@ -88,18 +88,12 @@ def test_proj_size_is_refused(tmp_path: Path) -> None:
 
 
 def test_candidate_passes_static_checks(tmp_path: Path) -> None:
-    from stitch_lsp.analysis.check import check_paths
-    from stitch_lsp.config import Settings
-    from stitch_lsp.models.findings import Severity
-
     for case in CASES[:3]:
         cand = generate_for(write_problem(tmp_path, case.name, case.source()))
         assert cand.handled, cand.reason
         path = tmp_path / f"{case.name}_builtin.py"
         path.write_text(cand.source or "")
-        report = check_paths([path], Settings())
-        bad = [d for d in report.diagnostics if d.severity in (Severity.error, Severity.warning)]
-        assert not bad, [f"{d.line}: {d.code} {d.message}" for d in bad]
+        assert not serious_findings(path)
 
 
 @pytest.mark.slow
