@@ -180,3 +180,38 @@ def test_unread_results_of_the_trace_are_left_out(tmp_path: Path) -> None:
         (got,) = run_graph(graph, model, inputs)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+
+
+# Wav2Vec2's LayerDrop: each layer draws `torch.rand([])` and reads it only when training.
+LAYER_DROP = problem(
+    "self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(2))\nself.eval()",
+    "for layer in self.layers:\n"
+    "    p = torch.rand([])\n"
+    "    skip = self.training and bool(p < 0.1)\n"
+    "    x = x if skip else torch.tanh(layer(x))\n"
+    "return x",
+    "torch.randn(3, 8)",
+)
+# An unread draw before a read one: the read one depends on the generator's state, so the
+# unread draw cannot be dropped, and the read one has no fallback.
+DRAW_THEN_NOISE = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "torch.rand([])\nreturn self.fc(x) + torch.randn(3, 8, device=x.device)",
+    "torch.randn(3, 8)",
+)
+
+
+def test_unread_random_draws_at_the_end_of_the_trace_are_left_out(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "layer_drop", LAYER_DROP)
+    graph = _aten_capture(path)
+    assert not any("rand" in n.fn for n in graph.nodes), [n.fn for n in graph.nodes]
+    model, inputs = _model(path)
+    with torch.no_grad():
+        want = model(*inputs)
+        (got,) = run_graph(graph, model, inputs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_unread_draw_before_a_read_one_is_still_refused(tmp_path: Path) -> None:
+    with pytest.raises(Unsupported, match=r"torch\.rand \(line .*draws random numbers"):
+        _aten_capture(write_problem(tmp_path, "draw_then_noise", DRAW_THEN_NOISE))

@@ -191,6 +191,7 @@ class AtenConverter(Converter):
         self.attr_values: dict[str, Any] = {}
         self._before = 0
         _, _, _, self.overloads = tables()
+        self._unread_draws = _unread_trailing_draws(gm)
 
     def what(self, node: torch.fx.Node) -> str:
         if node.op != "call_function":
@@ -235,6 +236,8 @@ class AtenConverter(Converter):
     def convert(self, n: torch.fx.Node) -> Any:
         """The node lowered onto the builder, or, where that fails, run as its ATen call."""
         if _dead(n):  # `detach(mean)` of a norm's unused statistics (bf16 GroupNorm)
+            return Missing(self.desc(n))
+        if n in self._unread_draws:  # Wav2Vec2's LayerDrop in eval mode
             return Missing(self.desc(n))
         if not _may_fall_back(n):
             return self.lower(n)
@@ -667,6 +670,26 @@ def _materialise_fill(node: Node) -> None:
         "dtype": dtype,
         "why": "the reference writes into it in place",
     }
+
+
+def _draws(n: torch.fx.Node) -> bool:
+    """An ATen call that draws from the random generator."""
+    return n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(
+        n.target, "tags", ()
+    )
+
+
+def _unread_trailing_draws(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Random draws nothing reads and no read draw follows (LayerDrop's `torch.rand([])`, read
+    only when training): leaving them out shifts no random number the program uses. An unread
+    draw before a read one is kept, since the later one depends on the generator's state."""
+    out: set[torch.fx.Node] = set()
+    for n in reversed(gm.graph.nodes):
+        if _draws(n):
+            if n.users:
+                break
+            out.add(n)
+    return out
 
 
 def _dead(n: torch.fx.Node) -> bool:
