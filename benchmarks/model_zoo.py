@@ -1,11 +1,13 @@
 """Write library models that the real-model suite does not hold as KernelBench-format problems.
 
 The suite (benchmarks/real_models/) holds 26 models, tested in CI. This zoo is for measuring the
-builtin coder on models it was not tuned on: 32 Hugging Face transformers configs (decoders with
-rotary, ALiBi, multi-query and sliding-window attention, soft-capping, mixtures of experts, a
-state-space model; encoders; an encoder-decoder), 30 timm and 16 torchvision
-models, each a `Model` with random weights from the library's own constructor, sized and typed by
-the suite's STITCH_MODEL_SIZE and STITCH_MODEL_DTYPE (small: a CPU-sized config or one image).
+builtin coder on models it was not tuned on: 32 Hugging Face transformers text configs (decoders
+with rotary, ALiBi, multi-query and sliding-window attention, soft-capping, mixtures of experts, a
+state-space model; encoders; an encoder-decoder), 9 transformers image and audio models (ViT,
+CLIP, DINOv2, SegFormer, Swin, ConvNeXt, ResNet, Wav2Vec2, Whisper's encoder), 30 timm and 16
+torchvision models, each a `Model` with random weights from the library's own constructor, sized
+and typed by the suite's STITCH_MODEL_SIZE and STITCH_MODEL_DTYPE (small: a CPU-sized config and
+one example; full: the same config, 8 examples or 512 tokens).
 
     python benchmarks/model_zoo.py /tmp/zoo
     python benchmarks/capture_fidelity.py /tmp/zoo --dtype bfloat16 --json zoo-bf16.json
@@ -141,6 +143,68 @@ HF_BASE = {
 }
 GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert")
 
+# transformers models that read images or sound: name -> (config, model class, config
+# overrides, the input's keyword, the output's attribute, one example's shape at small size;
+# full size: 8 examples of the same shape).
+HF_MEDIA: dict[str, tuple[str, str, dict[str, Any], str, str, tuple[int, ...]]] = {
+    "vit": (
+        "ViTConfig", "ViTModel",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 128, "image_size": 224, "patch_size": 16},
+        "pixel_values", "last_hidden_state", (3, 224, 224),
+    ),
+    "clip_vision": (
+        "CLIPVisionConfig", "CLIPVisionModel",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 128, "image_size": 224, "patch_size": 32},
+        "pixel_values", "pooler_output", (3, 224, 224),
+    ),
+    "dinov2": (
+        "Dinov2Config", "Dinov2Model",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "image_size": 224, "patch_size": 14},
+        "pixel_values", "last_hidden_state", (3, 224, 224),
+    ),
+    "segformer": (
+        "SegformerConfig", "SegformerModel",
+        {"num_encoder_blocks": 2, "depths": [1, 1], "sr_ratios": [2, 1],
+         "hidden_sizes": [16, 32], "num_attention_heads": [1, 2], "strides": [4, 2],
+         "patch_sizes": [7, 3]},
+        "pixel_values", "last_hidden_state", (3, 128, 128),
+    ),
+    "swin": (
+        "SwinConfig", "SwinModel",
+        {"image_size": 224, "patch_size": 4, "embed_dim": 16, "depths": [1, 1],
+         "num_heads": [1, 2], "window_size": 7},
+        "pixel_values", "last_hidden_state", (3, 224, 224),
+    ),
+    "convnext": (
+        "ConvNextConfig", "ConvNextModel", {"hidden_sizes": [16, 32], "depths": [1, 1],
+                                            "num_stages": 2},
+        "pixel_values", "pooler_output", (3, 224, 224),
+    ),
+    "resnet": (
+        "ResNetConfig", "ResNetModel", {"embedding_size": 16, "hidden_sizes": [16, 32],
+                                        "depths": [1, 1]},
+        "pixel_values", "pooler_output", (3, 224, 224),
+    ),
+    "wav2vec2": (
+        "Wav2Vec2Config", "Wav2Vec2Model",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 128, "conv_dim": (32, 32, 32), "conv_stride": (5, 2, 2),
+         "conv_kernel": (10, 3, 3), "num_conv_pos_embeddings": 16,
+         "num_conv_pos_embedding_groups": 4},
+        "input_values", "last_hidden_state", (16000,),
+    ),
+    "whisper_encoder": (
+        "WhisperConfig", "WhisperModel.get_encoder",
+        {"d_model": 64, "encoder_layers": 2, "encoder_attention_heads": 4,
+         "encoder_ffn_dim": 128, "decoder_attention_heads": 4, "decoder_ffn_dim": 128,
+         "num_mel_bins": 16, "max_source_positions": 100},
+        "input_features", "last_hidden_state", (16, 200),
+    ),
+}  # fmt: skip
+
 TIMM = [
     "deit_tiny_patch16_224", "swin_tiny_patch4_window7_224", "resnext26ts", "densenet121",
     "mixer_s16_224", "efficientnetv2_rw_t", "ghostnet_100", "levit_128s", "poolformer_s12",
@@ -183,6 +247,45 @@ class Model(nn.Module):
 
 def get_inputs():
     return _common().tokens(512, small=(2, 16), full=(1, 512))
+'''
+
+
+def hf_media_problem(
+    config: str,
+    cls: str,
+    overrides: dict[str, Any],
+    arg: str,
+    output: str,
+    shape: tuple[int, ...],
+) -> str:
+    build = (
+        f"transformers.{cls.split('.')[0]}(config).get_encoder()"
+        if cls.endswith(".get_encoder")
+        else f"transformers.{cls}(config)"
+    )
+    return f'''"""transformers {cls} from {config}(**{overrides!r}), random weights."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, size, dtype):
+        super().__init__()
+        import transformers
+
+        torch.manual_seed(0)
+        config = transformers.{config}(**{overrides!r})
+        self.net = {build}
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, x):
+        return self.net({arg}=x).{output}
+
+
+def get_inputs():
+    c = _common()
+    return [torch.randn(c.pick(1, 8), *{shape!r}, dtype=c.dtype())]
 '''
 
 
@@ -246,6 +349,7 @@ def get_inputs():
 def problems() -> dict[str, str]:
     """File name -> source, for every zoo entry."""
     out = {f"hf_{k}.py": hf_problem(*v) for k, v in HF.items()}
+    out |= {f"hf_{k}.py": hf_media_problem(*v) for k, v in HF_MEDIA.items()}
     out |= {f"timm_{n}.py": timm_problem(n) for n in TIMM}
     out |= {f"tv_{n}.py": torchvision_problem(n) for n in TORCHVISION}
     return {k: v + TAIL.format(common=str(COMMON)) for k, v in out.items()}

@@ -25,7 +25,7 @@ def _zoo() -> object:
 def test_every_zoo_problem_is_a_verifier_problem() -> None:
     zoo = _zoo()
     made: dict[str, str] = zoo.problems()  # type: ignore[attr-defined]
-    assert len(made) == len(zoo.HF) + len(zoo.TIMM) + len(zoo.TORCHVISION)  # type: ignore[attr-defined]
+    assert len(made) == len(zoo.HF) + len(zoo.HF_MEDIA) + len(zoo.TIMM) + len(zoo.TORCHVISION)  # type: ignore[attr-defined]
     for name, source in made.items():
         tree = ast.parse(source, filename=name)
         defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
@@ -37,7 +37,7 @@ def test_the_zoo_holds_no_model_of_the_suite() -> None:
     """Suite and zoo name their files alike (`tv_resnet50`, `timm_resnet50d`, `hf_llama`)."""
     suite = {p.stem for p in (REPO / "benchmarks" / "real_models").glob("[a-z]*.py")}
     zoo = {Path(name).stem for name in _zoo().problems()}  # type: ignore[attr-defined]
-    assert len(suite) >= 25 and len(zoo) >= 78
+    assert len(suite) >= 25 and len(zoo) >= 87
     assert not suite & zoo
 
 
@@ -50,3 +50,4 @@ def test_the_script_writes_the_files(tmp_path: Path) -> None:
     written = sorted(p.name for p in (tmp_path / "zoo").glob("*.py"))
     assert f"wrote {len(written)} problems" in out.stdout
     assert "hf_falcon.py" in written and "tv_swin_v2_t.py" in written
+    assert "hf_wav2vec2.py" in written and "hf_whisper_encoder.py" in written
