@@ -28,7 +28,7 @@ timeout 40 python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --job
   --json "$out/attention.json" > "$out/attention-speed.txt" 2>&1
 echo "attention speed rc=$? ($(since))"
 grep -E "correct=|vs eager|geomean|Error" "$out/attention-speed.txt" | cut -c1-250 | tail -n 12
-left=$(( 520 - ($(date +%s) - start) ))
+left=$(( ${CAP:-520} - ($(date +%s) - start) ))
 fams="tests/data/stitch_problems/level3/1_LlamaDecodeStep.py benchmarks/real_models/hf_gpt2.py benchmarks/real_models/hf_bert.py benchmarks/real_models/hf_llama.py benchmarks/real_models/hf_mistral.py"
 [ "$left" -gt 40 ] && timeout "$left" python3 benchmarks/l3program_speed.py $fams --jobs 5 \
   --runs 10 --compile --resume --json "$out/lm-bf16-compile.json" > "$out/lm-bf16-compile.txt" 2>&1
