@@ -877,7 +877,10 @@ class Builder:
             raise self.fail(f"attention mask {mask!r} is not a tensor")
         heads = q.shape[-3] if len(q.shape) >= 3 else 1
         kv_heads = k.shape[-3] if len(k.shape) >= 3 else 1
-        if heads != kv_heads and not (gqa and kv_heads and heads % kv_heads == 0):
+        # One key/value head broadcasts over the query heads as a batch dim (Falcon's
+        # multi-query attention calls sdpa so, without enable_gqa): grouped-query with one group.
+        grouped = gqa or kv_heads == 1
+        if heads != kv_heads and not (grouped and kv_heads and heads % kv_heads == 0):
             raise self.fail(f"attention over {heads} query heads and {kv_heads} key heads")
         flash = self._flash_attention(q, k, v, mask, causal, scale)
         if flash is not None:

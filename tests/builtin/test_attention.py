@@ -125,6 +125,15 @@ CASES: dict[str, tuple[str, int]] = {
         ),
         1,
     ),
+    # Falcon's multi-query attention: one key/value head that broadcasts, no enable_gqa
+    "multi_query_bf16": (
+        _case(heads=4, kv_heads=1, lq=90, lk=90, call="is_causal=True", gqa=False),
+        1,
+    ),
+    "multi_query_float32": (
+        _case(dtype="float32", heads=4, kv_heads=1, lq=30, lk=30, gqa=False),
+        0,
+    ),
     "head_40_bf16": (_case(hd=40, lq=40, lk=40, call="is_causal=True"), 0),
     "float32": (_case(dtype="float32", lq=40, lk=50, call="is_causal=True"), 0),
 }
