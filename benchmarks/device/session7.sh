@@ -10,21 +10,27 @@ out="${AREA_OUT:-/tmp/session7-out}"
 mkdir -p "$out"
 start=$(date +%s)
 since() { echo "$(( $(date +%s) - start )) s"; }
-timeout 80 python3 -m pytest -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
+# step LIMIT: LIMIT seconds, or what is left of ${CAP:-520} when less
+step() {
+  local left=$(( ${CAP:-520} - ($(date +%s) - start) ))
+  left=$(( left > 1 ? left : 1 ))  # timeout 0 would mean no limit
+  echo $(( $1 < left ? $1 : left ))
+}
+timeout "$(step 80)" python3 -m pytest -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
   -W ignore -o addopts="--import-mode=importlib" > "$out/attention-tests.txt" 2>&1
 echo "attention tests rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|Mismatch|Greatest|Error" "$out/attention-tests.txt" | cut -c1-250 | tail -n 30
-timeout 110 python3 -m pytest -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
+timeout "$(step 110)" python3 -m pytest -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
   -q -rA -W ignore -o addopts="--import-mode=importlib" > "$out/families.txt" 2>&1
 echo "families rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$out/families.txt" | cut -c1-250 | tail -n 40
 export STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16
 lms="$(ls benchmarks/real_models/hf_*.py) tests/data/stitch_problems/level3/1_LlamaDecodeStep.py"
-timeout 150 python3 benchmarks/l3program_speed.py $lms --jobs 8 --runs 10 \
+timeout "$(step 150)" python3 benchmarks/l3program_speed.py $lms --jobs 8 --runs 10 \
   --json "$out/lm-bf16.json" > "$out/lm-bf16.txt" 2>&1
 echo "language models bf16 rc=$? ($(since))"
 grep -E "correct=|FAILED|not handled|geomean|Error|float64" "$out/lm-bf16.txt" | cut -c1-260 | tail -n 24
-timeout 40 python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jobs 4 --runs 20 \
+timeout "$(step 40)" python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jobs 4 --runs 20 \
   --json "$out/attention.json" > "$out/attention-speed.txt" 2>&1
 echo "attention speed rc=$? ($(since))"
 grep -E "correct=|vs eager|geomean|Error" "$out/attention-speed.txt" | cut -c1-250 | tail -n 12
