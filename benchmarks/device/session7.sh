@@ -16,11 +16,11 @@ step() {
   left=$(( left > 1 ? left : 1 ))  # timeout 0 would mean no limit
   echo $(( $1 < left ? $1 : left ))
 }
-timeout "$(step 80)" python3 -m pytest -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
+timeout "$(step 80)" python3 -m pytest -n 8 -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
   -W ignore -o addopts="--import-mode=importlib" > "$out/attention-tests.txt" 2>&1
 echo "attention tests rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|Mismatch|Greatest|Error" "$out/attention-tests.txt" | cut -c1-250 | tail -n 30
-timeout "$(step 110)" python3 -m pytest -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
+timeout "$(step 110)" python3 -m pytest -n 8 -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
   -q -rA -W ignore -o addopts="--import-mode=importlib" > "$out/families.txt" 2>&1
 echo "families rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$out/families.txt" | cut -c1-250 | tail -n 40
