@@ -25,7 +25,7 @@ from stitch_lsp.compiler.codegen import Codegen, GroupKernel
 from stitch_lsp.compiler.ir import Graph, Node, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import strides_of
 from stitch_lsp.compiler.memplan import Buffer, Placement, plan
-from stitch_lsp.compiler.partition import Group
+from stitch_lsp.compiler.partition import Group, reads
 
 
 def _names(tree: ast.AST) -> set[str]:
@@ -122,7 +122,9 @@ def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffe
     last_use: dict[int, int] = {}
     for i, g in enumerate(groups):
         for n in g.nodes + g.sinks:
-            for u in n.uses:
+            # Through the values a kernel recomputes where it reads them (an add that only a
+            # cat reads is computed in the cat's kernel): their operands are read here too.
+            for u in reads(graph, n, graph.recomputed):
                 last_use[u.vid] = i
     buffers: list[Buffer] = []
     meta: dict[str, tuple[tuple[int, ...], str]] = {}

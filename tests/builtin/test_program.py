@@ -386,3 +386,96 @@ def test_a_one_launch_program_says_it_runs_plainly(kernelbench_dir: Path) -> Non
     src = _generate(kernelbench_dir / "level1" / "19_ReLU.py").source
     assert "Execution: one launch on the current stream. It runs plainly" in src
     assert "stages=1)" in src
+
+
+# ---------------------------------------------------------------------------- arena clashes
+
+_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int64": 8, "uint8": 1, "bool": 1}
+
+
+def arena_clashes(source: str) -> list[str]:
+    """Launches in a generated program whose output buffer shares arena bytes with one of the
+    buffers it reads. A kernel may read its operands at other positions than it writes (a cat
+    of strided slices), so no such sharing is ever safe."""
+    import math
+    import re
+
+    layout = re.search(r"_ARENA_LAYOUT = \[(.*?)\n\]", source, re.S)
+    if layout is None:
+        return []
+    spans = []
+    for off, shape, dtype in re.findall(r"\((\d+), \(([\d, ]*)\), torch\.(\w+)\)", layout[1]):
+        dims = [int(d) for d in shape.replace(" ", "").split(",") if d]
+        spans.append((int(off), int(off) + math.prod(dims) * _BYTES[dtype]))
+    where: dict[str, tuple[int, int]] = {}
+    written: set[str] = set()
+    clashes = []
+    for line in source.splitlines():
+        line = line.strip()
+        if line.startswith("# stage "):
+            written = set()
+        elif m := re.fullmatch(r"(t\d+) = buf\[(\d+)\]", line):
+            where[m[1]] = spans[int(m[2])]
+            written.add(m[1])
+        elif line.startswith("_check(lib."):
+            args = re.findall(r"\b(t\d+)\.data_ptr\(\)", line)
+            outs = [a for a in args if a in written]
+            ins = [a for a in args if a in where and a not in written]
+            for o in outs:
+                for i in ins:
+                    (a0, a1), (b0, b1) = where[o], where[i]
+                    if a0 < b1 and b0 < a1:
+                        clashes.append(f"{line[11:60]}: writes {o} over {i}")
+    return clashes
+
+
+# Swin's patch merging: a residual add that only a cat of stride-2 slices reads is computed in
+# the cat's kernel, so the add's operands are read in that kernel, at positions other than
+# the ones it writes.
+PATCH_MERGE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc0 = nn.Linear(16, 16)
+        self.fc1 = nn.Linear(16, 16)
+        self.fc2 = nn.Linear(64, 32)
+
+    def forward(self, x):
+        h0 = torch.tanh(self.fc0(x))
+        h = h0 + self.fc1(h0)
+        m = torch.cat([h[:, 0::2, 0::2], h[:, 1::2, 0::2], h[:, 0::2, 1::2], h[:, 1::2, 1::2]], -1)
+        return self.fc2(F.layer_norm(m, (64,)))
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 8, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_no_launch_writes_over_what_it_reads(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    path = tmp_path / "patch_merge.py"
+    path.write_text(PATCH_MERGE)
+    cand = _generate(path)
+    assert cand.handled, cand.reason
+    assert "cat" in cand.source and "_ARENA_LAYOUT" in cand.source
+    assert arena_clashes(cand.source) == []
+
+
+def test_the_clash_check_sees_a_clash() -> None:
+    source = (
+        "_ARENA_LAYOUT = [\n    (0, (4, 4), torch.float32),\n    (32, (4, 4), torch.float32),\n]\n"
+        "        # stage 1: x\n        t1 = buf[0]\n        _check(lib.k1(t0.data_ptr(), "
+        "t1.data_ptr(), stream), lib, 'k1')\n        # stage 2: y\n        t2 = buf[1]\n"
+        "        _check(lib.k2(t1.data_ptr(), t2.data_ptr(), stream), lib, 'k2')\n"
+    )
+    assert len(arena_clashes(source)) == 1
