@@ -6,6 +6,8 @@ launch count and its top kernels by total time. This is how a slow whole-model p
 diagnosed before anything is changed.
 
     python3 benchmarks/kernel_profile.py tests/data/kernelbench/level3 --only 33 --top 8
+    STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16 \
+        python3 benchmarks/kernel_profile.py benchmarks/real_models/hf_gpt2.py --top 12
 """
 
 from __future__ import annotations
@@ -54,15 +56,16 @@ def show(label: str, ks: dict[str, list[float]], calls: int, top: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("folder")
-    ap.add_argument("--only", required=True, help="comma-separated problem numbers")
+    ap.add_argument("paths", nargs="+", type=Path, help="problem folders or files")
+    ap.add_argument("--only", help="comma-separated problem numbers (in folders)")
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--calls", type=int, default=3)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     tmp = Path(tempfile.mkdtemp())
-    for f in problem_files(Path(args.folder), args.only):
+    files = [f for p in args.paths for f in (problem_files(p, args.only) if p.is_dir() else [p])]
+    for f in files:
         cand = generate(f, f.name)
         print(f"{f.stem}:")
         if not cand.handled:
