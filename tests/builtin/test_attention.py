@@ -134,6 +134,37 @@ CASES: dict[str, tuple[str, int]] = {
         _case(dtype="float32", heads=4, kv_heads=1, lq=30, lk=30, gqa=False),
         0,
     ),
+    # masks built from shapes alone (transformers' decoders under a trace): folded at capture
+    "constant_causal_mask_bf16": (
+        _case(
+            lq=80,
+            lk=80,
+            call="attn_mask=keep",
+            mask_line="keep = torch.arange(s, device=x.device)[None, :] <= "
+            "torch.arange(l, device=x.device)[:, None]",
+        ),
+        1,
+    ),
+    "constant_additive_causal_mask_bf16": (
+        _case(
+            lq=50,
+            lk=50,
+            call="attn_mask=bias",
+            mask_line="bias = torch.full((l, s), torch.finfo(x.dtype).min, device=x.device)"
+            ".triu(1).to(x.dtype)",
+        ),
+        1,
+    ),
+    # a mask read from an input stays a mask
+    "input_mask_bf16": (
+        _case(
+            lq=40,
+            lk=40,
+            call="attn_mask=keep",
+            mask_line="keep = (ctx[:, None, None, :, 0] > -1.0)",
+        ),
+        1,
+    ),
     "head_40_bf16": (_case(hd=40, lq=40, lk=40, call="is_causal=True"), 0),
     "float32": (_case(dtype="float32", lq=40, lk=50, call="is_causal=True"), 0),
 }
@@ -171,6 +202,24 @@ def test_attention_is_one_node_and_computes_the_model(tmp_path: Path, name: str)
         (got,) = run_graph(graph, model, inputs)
     tol = 2e-2 if "float32" not in name else 1e-5
     torch.testing.assert_close(got.float(), want, rtol=tol, atol=tol)
+
+
+# name -> (causal, mask kind) of the attention node after capture
+FOLDED = {
+    "constant_causal_mask_bf16": (True, ""),
+    "constant_additive_causal_mask_bf16": (True, ""),
+    "bool_mask_bf16": (False, "bool"),  # constant, but not the causal pattern
+    "input_mask_bf16": (False, "bool"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_constant_masks_are_folded_into_is_causal(tmp_path: Path, name: str) -> None:
+    """A mask made from shapes alone that is exactly causal becomes `is_causal` (the flash
+    kernel then skips the tiles above the diagonal and reads no mask); others stay masks."""
+    graph = _capture(write_problem(tmp_path, name, CASES[name][0]))
+    (attn,) = [n for n in graph.nodes if n.kind == "attn"]
+    assert (attn.params["causal"], attn.params["mask"]) == FOLDED[name]
 
 
 def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:

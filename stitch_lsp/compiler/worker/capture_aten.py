@@ -28,6 +28,7 @@ from stitch_lsp.compiler.builder import MinMax, select_op
 from stitch_lsp.compiler.catalog import EwOp
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use
 from stitch_lsp.compiler.worker.capture_attention import attention_as_one_op
+from stitch_lsp.compiler.worker.constant_masks import fold_constant_masks
 from stitch_lsp.compiler.worker.capture_leaves import (
     LEAF_OP,
     LeafCall,
@@ -649,6 +650,7 @@ def capture_aten(
         raise Unsupported(
             f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}{where}"
         ) from exc
+    fold_constant_masks(gm)
     count = len(gm.graph.nodes)
     if count > MAX_ATEN_NODES:
         raise Unsupported(f"forward unrolls into {count} ATen ops (more than {MAX_ATEN_NODES})")
