@@ -432,7 +432,7 @@ def arena_clashes(source: str) -> list[str]:
 # Swin's patch merging: a residual add that only a cat of stride-2 slices reads is computed in
 # the cat's kernel, so the add's operands are read in that kernel, at positions other than
 # the ones it writes.
-PATCH_MERGE = '''
+PATCH_MERGE = """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -458,7 +458,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_no_launch_writes_over_what_it_reads(tmp_path: Path) -> None:

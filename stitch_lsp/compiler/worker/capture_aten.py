@@ -28,7 +28,6 @@ from stitch_lsp.compiler.builder import MinMax, select_op
 from stitch_lsp.compiler.catalog import EwOp
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use
 from stitch_lsp.compiler.worker.capture_attention import attention_as_one_op
-from stitch_lsp.compiler.worker.constant_masks import fold_constant_masks
 from stitch_lsp.compiler.worker.capture_leaves import (
     LEAF_OP,
     LeafCall,
@@ -37,6 +36,7 @@ from stitch_lsp.compiler.worker.capture_leaves import (
     plain_attributes,
     run_leaf,
 )
+from stitch_lsp.compiler.worker.constant_masks import fold_constant_masks
 from stitch_lsp.compiler.worker.converter import (
     Converter,
     Missing,
