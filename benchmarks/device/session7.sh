@@ -9,13 +9,7 @@ set -u
 out="${AREA_OUT:-/tmp/session7-out}"
 mkdir -p "$out"
 start=$(date +%s)
-since() { echo "$(( $(date +%s) - start )) s"; }
-# step LIMIT: LIMIT seconds, or what is left of ${CAP:-520} when less
-step() {
-  local left=$(( ${CAP:-520} - ($(date +%s) - start) ))
-  left=$(( left > 1 ? left : 1 ))  # timeout 0 would mean no limit
-  echo $(( $1 < left ? $1 : left ))
-}
+. "$(dirname "$0")/_steps.sh"
 timeout "$(step 80)" python3 -m pytest -n 8 -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
   -W ignore -o addopts="--import-mode=importlib" > "$out/attention-tests.txt" 2>&1
 echo "attention tests rc=$? ($(since))"

@@ -8,12 +8,7 @@ set -u
 out="${AREA_OUT:-/tmp/session8-out}"
 mkdir -p "$out"
 start=$(date +%s)
-since() { echo "$(( $(date +%s) - start )) s"; }
-step() {
-  local left=$(( ${CAP:-530} - ($(date +%s) - start) ))
-  left=$(( left > 1 ? left : 1 ))  # timeout 0 would mean no limit
-  echo $(( $1 < left ? $1 : left ))
-}
+. "$(dirname "$0")/_steps.sh"
 timeout "$(step 100)" python3 -m pytest -n 8 -m gpu tests/real_models/test_gpu_families.py \
   tests/builtin/test_attention.py -p no:cacheprovider -q -rA -W ignore \
   -o addopts="--import-mode=importlib" > "$out/gpu-tests.txt" 2>&1

@@ -79,6 +79,15 @@ def _aten_capture(path: Path) -> Graph:
     return capture_aten(model, inputs, forward_names(model, len(inputs)), str(path))
 
 
+def _graph_and_model(graph: Graph, path: Path) -> tuple[Any, Any]:
+    """(the captured graph's output, the model's own) on the problem's inputs."""
+    model, inputs = _model(path)
+    with torch.no_grad():
+        want = model(*[t.clone() for t in inputs])
+        (got,) = run_graph(graph, model, inputs)
+    return got, want
+
+
 def _model(path: Path) -> tuple[Any, list[Any]]:
     mod = import_path(path, f"idiom_{path.stem}")
     torch.manual_seed(0)
@@ -147,10 +156,7 @@ def test_an_in_place_write_that_others_see_is_never_captured_wrong(
     except Unsupported as exc:
         assert "in-place" in str(exc), exc
         return
-    model, inputs = _model(path)
-    with torch.no_grad():
-        want = model(*[t.clone() for t in inputs])
-        (got,) = run_graph(graph, model, inputs)
+    got, want = _graph_and_model(graph, path)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -173,11 +179,7 @@ def test_unread_results_of_the_trace_are_left_out(tmp_path: Path) -> None:
     from stitch_lsp.compiler.worker.capture import capture
 
     path = write_problem(tmp_path, "bf16_group_norm", BF16_GROUP_NORM)
-    graph = capture(path)
-    model, inputs = _model(path)
-    with torch.no_grad():
-        want = model(*inputs)
-        (got,) = run_graph(graph, model, inputs)
+    got, want = _graph_and_model(capture(path), path)
     assert got.dtype == torch.bfloat16
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
 
@@ -205,10 +207,7 @@ def test_unread_random_draws_at_the_end_of_the_trace_are_left_out(tmp_path: Path
     path = write_problem(tmp_path, "layer_drop", LAYER_DROP)
     graph = _aten_capture(path)
     assert not any("rand" in n.fn for n in graph.nodes), [n.fn for n in graph.nodes]
-    model, inputs = _model(path)
-    with torch.no_grad():
-        want = model(*inputs)
-        (got,) = run_graph(graph, model, inputs)
+    got, want = _graph_and_model(graph, path)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
