@@ -132,6 +132,7 @@ class Graph:
     input_names: list[str] = field(default_factory=list)
     defaulted: dict[str, object] = field(default_factory=dict)  # forward params left at defaults
     recomputed: set[int] = field(default_factory=set)  # set by partition: never stored
+    notes: list[str] = field(default_factory=list)  # what capture simplified, for the docstring
     _next: int = 0
 
     def new_id(self) -> int:

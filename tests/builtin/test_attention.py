@@ -222,6 +222,15 @@ def test_constant_masks_are_folded_into_is_causal(tmp_path: Path, name: str) -> 
     assert (attn.params["causal"], attn.params["mask"]) == FOLDED[name]
 
 
+def test_the_candidate_says_which_masks_became_is_causal(tmp_path: Path) -> None:
+    cand = generate_for(write_problem(tmp_path, "folded", CASES["constant_causal_mask_bf16"][0]))
+    assert cand.handled, cand.reason
+    assert (
+        "Capture: attention masks built from shapes alone, evaluated at capture: "
+        "1 became is_causal." in cand.source
+    )
+
+
 def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:
     from stitch_lsp.compiler.ir import Unsupported
 

@@ -40,6 +40,7 @@ from stitch_lsp.compiler.worker.constant_masks import fold_constant_masks
 from stitch_lsp.compiler.worker.converter import (
     Converter,
     Missing,
+    draws_random,
     shape_or_none,
     traceback_frames,
     where_suffix,
@@ -650,11 +651,14 @@ def capture_aten(
         raise Unsupported(
             f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}{where}"
         ) from exc
-    fold_constant_masks(gm)
+    folded = fold_constant_masks(gm)
     count = len(gm.graph.nodes)
     if count > MAX_ATEN_NODES:
         raise Unsupported(f"forward unrolls into {count} ATen ops (more than {MAX_ATEN_NODES})")
-    return AtenConverter(gm, names, plain, records, model, inputs, input_names, path).run()
+    graph = AtenConverter(gm, names, plain, records, model, inputs, input_names, path).run()
+    if folded:
+        graph.notes.append(folded)
+    return graph
 
 
 def _materialise_fill(node: Node) -> None:
@@ -674,20 +678,13 @@ def _materialise_fill(node: Node) -> None:
     }
 
 
-def _draws(n: torch.fx.Node) -> bool:
-    """An ATen call that draws from the random generator."""
-    return n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(
-        n.target, "tags", ()
-    )
-
-
 def _unread_trailing_draws(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     """Random draws nothing reads and no read draw follows (LayerDrop's `torch.rand([])`, read
     only when training): leaving them out shifts no random number the program uses. An unread
     draw before a read one is kept, since the later one depends on the generator's state."""
     out: set[torch.fx.Node] = set()
     for n in reversed(gm.graph.nodes):
-        if _draws(n):
+        if draws_random(n):
             if n.users:
                 break
             out.add(n)
@@ -702,7 +699,7 @@ def _dead(n: torch.fx.Node) -> bool:
         and not n.users
         and schema is not None
         and not schema.is_mutable
-        and torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
+        and not draws_random(n)
     )
 
 

@@ -12,19 +12,22 @@ reads no mask. A mask that depends on an input, a parameter or a random draw is 
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
 import torch.fx
 
 from stitch_lsp.compiler.worker.capture_attention import ATTENTION_OP
+from stitch_lsp.compiler.worker.converter import draws_random
 
 MAX_MASK_ELEMENTS = 1 << 26  # larger masks are left as they are: evaluating them costs memory
 _MASK, _CAUSAL = 3, 5  # positions of attn_mask and is_causal in ATTENTION_OP's arguments
 
 
-def fold_constant_masks(gm: torch.fx.GraphModule) -> list[str]:
-    """Replace constant causal / keep-all masks of the attention nodes; what was done, per site."""
+def fold_constant_masks(gm: torch.fx.GraphModule) -> str | None:
+    """Replace constant causal / keep-all masks of the attention nodes; what was done, in words
+    for the candidate's docstring, or None where nothing was."""
     done: list[str] = []
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is not ATTENTION_OP or node.kwargs:
@@ -42,19 +45,21 @@ def fold_constant_masks(gm: torch.fx.GraphModule) -> list[str]:
         lq, lk = keep.shape[-2:]
         if bool(keep.all()):
             args[_MASK] = None
-            done.append(f"{node.name}: a mask that keeps every key")
+            done.append("no mask")
         elif not args[_CAUSAL] and bool(
             (keep == torch.ones(lq, lk, dtype=torch.bool).tril()).all()
         ):
             args[_MASK], args[_CAUSAL] = None, True
-            done.append(f"{node.name}: a constant causal mask")
+            done.append("is_causal")
         else:
             continue
         node.args = tuple(args)
-    if done:
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
-    return done
+    if not done:
+        return None
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    counts = ", ".join(f"{n} became {what}" for what, n in Counter(done).items())
+    return f"attention masks built from shapes alone, evaluated at capture: {counts}"
 
 
 def _kept(value: torch.Tensor) -> torch.Tensor | None:
@@ -87,9 +92,7 @@ def _evaluate(gm: torch.fx.GraphModule, target: torch.fx.Node) -> torch.Tensor |
             continue
         if n.op in ("placeholder", "output"):
             return None  # an input or a parameter: not a constant
-        if n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(
-            n.target, "tags", ()
-        ):
+        if draws_random(n):
             return None
         if n.op == "get_attr":
             t = getattr(gm, str(n.target), None)

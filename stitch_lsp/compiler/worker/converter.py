@@ -27,6 +27,14 @@ from stitch_lsp.compiler.ir import Graph, Shape, Unsupported, Use
 _FRAME = re.compile(r'File "([^"]*)", line (\d+), in (\w+)')
 
 
+def draws_random(n: torch.fx.Node) -> bool:
+    """An ATen call that draws from the random generator (its result is not a function of its
+    operands, and leaving it out shifts every later draw)."""
+    return n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(
+        n.target, "tags", ()
+    )
+
+
 def line_in(stack_trace: str | None, path: str | None) -> int | None:
     """The innermost line of the reference file in a stack trace (else of any `forward`)."""
     frames = _FRAME.findall(stack_trace or "")

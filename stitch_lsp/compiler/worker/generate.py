@@ -58,14 +58,18 @@ def _fallback_group(stage: int, g: Group) -> CompiledGroup:
     )
 
 
-def with_rewrites(source: str, applied: list[Applied]) -> str:
-    """The candidate's docstring names the algebra it relies on, after its first line."""
-    if not applied:
+def with_rewrites(source: str, applied: list[Applied], notes: list[str] | None = None) -> str:
+    """The candidate's docstring names the algebra it relies on and what capture simplified
+    (`Graph.notes`), after its first line."""
+    note: list[str] = []
+    if applied:
+        note += ["Algebra rewrites applied before partitioning (stitch_lsp.compiler.rewrites):"]
+        note += [f"  - {a.describe()}" for a in applied]
+    note += [f"Capture: {n}." for n in notes or []]
+    if not note:
         return source
     first = source.index('"""')
     cut = source.index("\n\n", first) + 2
-    note = ["Algebra rewrites applied before partitioning (stitch_lsp.compiler.rewrites):"]
-    note += [f"  - {a.describe()}" for a in applied]
     return source[:cut] + "\n".join(note) + "\n\n" + source[cut:]
 
 
@@ -125,7 +129,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
         cg = Codegen(graph, groups)
         cuda = cg.cuda_source()
         source = candidate_source(graph, groups, cg, cuda, reference.read_text(), header)
-        source = with_rewrites(source, applied)
+        source = with_rewrites(source, applied, graph.notes)
     except (Unsupported, HeaderError) as exc:
         return BuiltinCandidate(
             handled=False,
