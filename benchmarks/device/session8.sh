@@ -3,8 +3,8 @@
 # Session 8: the GPU tests of the real-model families again (session 7's arena fix for Swin,
 # MobileViT and Phi has not run on a GPU) and the flash kernel's tests, where GPT-2 and the
 # decode step spend their GPU time against eager (they trail reduce-overhead), attention alone
-# (decoder masks now fold into is_causal), then the real-model suite in bf16 and fp32 against
-# eager and eager under a CUDA graph.
+# against eager sdpa, then the real-model suite in bf16 and fp32 against eager and eager under
+# a CUDA graph (its language models now with their masks folded into is_causal).
 set -u
 out="${AREA_OUT:-/tmp/session8-out}"
 mkdir -p "$out"
