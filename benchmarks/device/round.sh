@@ -25,7 +25,7 @@ for area in "$@"; do
   export AREA_OUT="/tmp/results/$area"
   rm -rf "$AREA_OUT"; mkdir -p "$AREA_OUT"
   cap="$(grep -oP '^# seconds: \K[0-9]+' "$script" || echo 120)"
-  cap="${ROUND_CAP:-$cap}"  # a shorter cap where device time is short
+  cap="${ROUND_CAP:-$cap}"  # a shorter cap where GPU time is short
   echo "== $area (cap ${cap}s) $(date +%T)"
   start=$(date +%s)
   timeout -k 10 "$cap" bash "$script" > "$AREA_OUT/log.txt" 2>&1
