@@ -29,6 +29,7 @@ def fold_constant_masks(gm: torch.fx.GraphModule) -> str | None:
     """Replace constant causal / keep-all masks of the attention nodes; what was done, in words
     for the candidate's docstring, or None where nothing was."""
     done: list[str] = []
+    kept: dict[torch.fx.Node, torch.Tensor | None] = {}  # every layer reads the same mask
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is not ATTENTION_OP or node.kwargs:
             continue
@@ -36,10 +37,10 @@ def fold_constant_masks(gm: torch.fx.GraphModule) -> str | None:
         mask = args[_MASK] if len(args) > _MASK else None
         if not isinstance(mask, torch.fx.Node):
             continue
-        value = _evaluate(gm, mask)
-        if value is None:
-            continue
-        keep = _kept(value)
+        if mask not in kept:
+            value = _evaluate(gm, mask)
+            kept[mask] = None if value is None else _kept(value)
+        keep = kept[mask]
         if keep is None:
             continue
         lq, lk = keep.shape[-2:]
