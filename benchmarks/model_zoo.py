@@ -220,10 +220,11 @@ TORCHVISION = [
 ]  # fmt: skip
 
 
-def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) -> str:
-    kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
-    kwargs.update(overrides)
-    decoder = ", decoder_input_ids=input_ids" if cls in SEQ2SEQ else ""
+def _hf_source(
+    cls: str, config: str, kwargs: dict[str, Any], build: str, arg: str, call: str, inputs: str
+) -> str:
+    """A transformers model from its config class, random weights; `forward(arg)` returns `call`."""
+    no_cache = "        config.use_cache = False\n" if arg == "input_ids" else ""
     return f'''"""transformers {cls} from {config}(**{kwargs!r}), random weights."""
 
 import torch
@@ -237,17 +238,25 @@ class Model(nn.Module):
 
         torch.manual_seed(0)
         config = transformers.{config}(**{kwargs!r})
-        config.use_cache = False
-        self.net = transformers.{cls}(config)
+{no_cache}        self.net = {build}
         self.to(getattr(torch, dtype)).eval()
 
-    def forward(self, input_ids):
-        return self.net(input_ids=input_ids{decoder}).{output}
+    def forward(self, {arg}):
+        return {call}
 
 
 def get_inputs():
-    return _common().tokens(512, small=(2, 16), full=(1, 512))
+{inputs}
 '''
+
+
+def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) -> str:
+    kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
+    kwargs.update(overrides)
+    decoder = ", decoder_input_ids=input_ids" if cls in SEQ2SEQ else ""
+    call = f"self.net(input_ids=input_ids{decoder}).{output}"
+    inputs = "    return _common().tokens(512, small=(2, 16), full=(1, 512))"
+    return _hf_source(cls, config, kwargs, f"transformers.{cls}(config)", "input_ids", call, inputs)
 
 
 def hf_media_problem(
@@ -263,30 +272,10 @@ def hf_media_problem(
         if cls.endswith(".get_encoder")
         else f"transformers.{cls}(config)"
     )
-    return f'''"""transformers {cls} from {config}(**{overrides!r}), random weights."""
-
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, size, dtype):
-        super().__init__()
-        import transformers
-
-        torch.manual_seed(0)
-        config = transformers.{config}(**{overrides!r})
-        self.net = {build}
-        self.to(getattr(torch, dtype)).eval()
-
-    def forward(self, x):
-        return self.net({arg}=x).{output}
-
-
-def get_inputs():
-    c = _common()
-    return [torch.randn(c.pick(1, 8), *{shape!r}, dtype=c.dtype())]
-'''
+    inputs = (
+        f"    c = _common()\n    return [torch.randn(c.pick(1, 8), *{shape!r}, dtype=c.dtype())]"
+    )
+    return _hf_source(cls, config, overrides, build, "x", f"self.net({arg}=x).{output}", inputs)
 
 
 def timm_problem(name: str) -> str:
