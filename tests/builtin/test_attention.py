@@ -231,6 +231,48 @@ def test_the_candidate_says_which_masks_became_is_causal(tmp_path: Path) -> None
     )
 
 
+# nn.MultiheadAttention and nn.TransformerEncoderLayer reach sdpa from inside
+# F.multi_head_attention_forward, a torch function the capture's mode hands on whole.
+_MODULES = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mha = nn.MultiheadAttention(64, 4, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+        self.to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, _ = self.mha(x, x, x, need_weights=False)
+        return self.layer(x + y)
+
+
+def get_inputs():
+    return [torch.randn(2, 24, 64, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_torch_attention_modules_are_captured_as_attention(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "torch_modules", _MODULES)
+    graph = _capture(path)
+    assert sum(n.kind == "attn" for n in graph.nodes) == 2, graph.summary()
+    model, inputs = _model(path, "torch_modules")
+    with torch.no_grad():
+        want = model(*inputs).float()
+        (got,) = run_graph(graph, model, inputs)
+    torch.testing.assert_close(got.float(), want, rtol=2e-2, atol=2e-2)
+    import torch.nn.functional as F
+
+    assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
+
+
 def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:
     from stitch_lsp.compiler.ir import Unsupported
 

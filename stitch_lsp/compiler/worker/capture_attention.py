@@ -95,24 +95,41 @@ class _WholeAttention(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         if func is _SDPA:
-            bound = bound_arguments(args, kwargs)
-            if bound is not None:
-                scale = bound["scale"]
-                return ATTENTION_OP(
-                    bound["query"],
-                    bound["key"],
-                    bound["value"],
-                    bound["attn_mask"],
-                    0.0,
-                    bool(bound["is_causal"]),
-                    None if scale is None else float(scale),
-                    bool(bound["enable_gqa"]),
-                )
+            return _whole_sdpa(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+def _whole_sdpa(*args: Any, **kwargs: Any) -> Any:
+    """F.scaled_dot_product_attention while tracing: one op where it applies."""
+    bound = bound_arguments(args, kwargs)
+    if bound is None:
+        return _SDPA(*args, **kwargs)
+    scale = bound["scale"]
+    return ATTENTION_OP(
+        bound["query"],
+        bound["key"],
+        bound["value"],
+        bound["attn_mask"],
+        0.0,
+        bool(bound["is_causal"]),
+        None if scale is None else float(scale),
+        bool(bound["enable_gqa"]),
+    )
 
 
 @contextlib.contextmanager
 def attention_as_one_op() -> Iterator[None]:
-    """While tracing, sdpa is one graph node (see the module docstring)."""
-    with _WholeAttention():
-        yield
+    """While tracing, sdpa is one graph node (see the module docstring).
+
+    The mode sees calls from user code; it does not see calls made inside a torch function it
+    hands on, because a mode is off while it handles one. `F.multi_head_attention_forward` (every
+    nn.MultiheadAttention, so nn.Transformer* and torchvision's ViT) is such a function and calls
+    sdpa through `torch.nn.functional`'s global: that name is rebound for the trace as well."""
+    F = torch.nn.functional
+    saved = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = _whole_sdpa
+    try:
+        with _WholeAttention():
+            yield
+    finally:
+        F.scaled_dot_product_attention = saved
