@@ -1,7 +1,9 @@
 """torchvision Swin-T, random weights (shifted-window attention, relative position bias).
 
-Full: ImageNet size, 8 images of 224x224. Small: the same SwinTransformer class, one block per
-stage, embedding 16, window 2, 10 classes, 2 images of 64x64.
+Full: ImageNet size, 8 images of 224x224. Small: the same SwinTransformer class, two blocks per
+stage (so every stage but the last, whose 2x2 tokens fit one window, has a shifted-window block:
+the roll, its window reverse and the mask built slice by slice), embedding 16, window 2,
+10 classes, 2 images of 64x64.
 """
 
 import importlib.util
@@ -15,7 +17,7 @@ import torch.nn as nn
 SMALL = {
     "patch_size": [4, 4],
     "embed_dim": 16,
-    "depths": [1, 1, 1, 1],
+    "depths": [2, 2, 2, 2],
     "num_heads": [1, 2, 2, 4],
     "window_size": [2, 2],
     "num_classes": 10,

@@ -207,6 +207,27 @@ class _GroupGen:
         scope.memo[vid] = name
         return name
 
+    def value_at(self, a: Use, consumer: Shape, scope: _Scope) -> str:
+        """A value of this kernel read through a view (a permute a cat reads through, Swin's
+        window reverse before its roll): computed again at the element the view maps to, in a
+        block of its own so its names stay apart from the same value at the kernel's index."""
+        node = self.nodes[a.vid]
+        if node.kind != "ew" or self.g.space[a.vid] == "red":
+            raise Unsupported(f"internal: %{a.vid} ({node.fn}) read through a view in its kernel")
+        at, _ = index_expr(scope.index, consumer, a)
+        key = ("at", a.vid, at)
+        if key in scope.memo:
+            return scope.memo[key]
+        self.tmp += 1
+        mine = self.tmp
+        idx, name = f"i{mine}", f"r{mine}"
+        inner: list[str] = [f"const idx_t {idx} = {at};"]
+        sub = _Scope(scope.space, idx, lines=inner, memo={})
+        inner.append(f"{name} = {self.value(a.vid, sub)};")
+        scope.lines += [f"float {name};", "{", *_indent(inner, 2), "}"]
+        scope.memo[key] = name
+        return name
+
     def pool(self, node: Node, scope: _Scope) -> str:
         """Max/avg pooling window of the output element at the flat index (NC + spatial)."""
         x = node.args[0]
@@ -270,6 +291,8 @@ class _GroupGen:
         if isinstance(a, Const):
             return float_literal(a.value)
         if a.vid in self.nodes:
+            if a.strided or a.trans:
+                return self.value_at(a, consumer, scope)
             return self.value(a.vid, scope)
         if a.vid in self.graph.recomputed:
             return self.inline(a, consumer, scope)

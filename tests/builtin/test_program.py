@@ -479,3 +479,68 @@ def test_the_clash_check_sees_a_clash() -> None:
         "        _check(lib.k2(t1.data_ptr(), t2.data_ptr(), stream), lib, 'k2')\n"
     )
     assert len(arena_clashes(source)) == 1
+
+
+# Swin's shifted-window block after attention: the projection (+ tanh here, so that an
+# elementwise value stays in the kernel) is read through the window-reverse permute by the roll's
+# cat. The cat's kernel computes that value itself, and must compute it at the element the
+# permute maps to, not at the cat's own index.
+WINDOW_ROLL = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.tanh(self.proj(x))  # (batch * windows, 4, 8): 2x2 windows of a 4x4 map
+        y = y.view(2, 2, 2, 2, 2, 8).permute(0, 1, 3, 2, 4, 5).reshape(2, 4, 4, 8)
+        return torch.roll(y, shifts=(1, 1), dims=(1, 2))
+
+
+def get_inputs():
+    return [torch.randn(8, 4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_cat_reads_its_kernels_values_through_their_view(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import re
+
+    from stitch_lsp.compiler.worker.capture import capture
+
+    from .helpers import import_path
+    from .interp import run_graph
+
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "window_roll.py"
+    path.write_text(WINDOW_ROLL)
+    graph = capture(path)
+    mod = import_path(path, "window_roll")
+    model = mod.Model()
+    (x,) = mod.get_inputs()
+    with torch.no_grad():
+        torch.testing.assert_close(run_graph(graph, model, [x])[0], model(x))
+    cand = _generate(path)
+    assert cand.handled, cand.reason
+    src = cand.cuda_source or ""
+    cat = re.search(
+        r"__global__ void __launch_bounds__\(256\) (\w*cat\w*)_kernel\(.*?\n}\n", src, re.S
+    )
+    assert cat is not None, src[:2000]
+    # The tanh is computed in the cat's kernel, each time from the projection's element at the
+    # position the permute maps to: (window row, row in window, window column) strides 64, 16, 32
+    # into the (8, 4, 8) projection, not the cat's own contiguous positions.
+    assert "st_tanh(" in cat[0]
+    reads = re.findall(r"__ldg\(in0 \+ (\w+)\)", cat[0])
+    assert reads, cat[0]
+    for name in set(reads):
+        (expr,) = re.findall(rf"const idx_t {name} = (.*);", cat[0])
+        assert "* 16" in expr and "* 32" in expr, expr
