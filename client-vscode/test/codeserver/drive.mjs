@@ -212,14 +212,18 @@ try {
   // after the path was typed, it resets the box to the folder: Enter then opens the folder and
   // the dialog stays. Type the path again until the dialog accepts the file (seen under load).
   const widget = page.locator(".quick-input-widget");
+  // Under load the listing can land more than once: wait until the typed path has stood for a
+  // moment before pressing Enter.
   for (let attempt = 1; ; attempt++) {
     await input.fill(report);
+    await page.waitForTimeout(T(attempt * 500));
+    if ((await input.inputValue()) !== report && attempt < 5) continue;
     await page.keyboard.press("Enter");
     try {
-      await widget.waitFor({ state: "hidden", timeout: T(attempt < 3 ? 15_000 : 60_000) });
+      await widget.waitFor({ state: "hidden", timeout: T(attempt < 5 ? 15_000 : 60_000) });
       break;
     } catch (err) {
-      if (attempt >= 3) throw err;
+      if (attempt >= 5) throw err;
     }
   }
   await palette("Stitch: Show Results");
