@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # seconds: 400
-# Session 8, second call. The flash kernel rewritten with cp.async double buffering and ldmatrix
-# fragments: its GPU tests, then attention alone against eager sdpa (the first version was 4-6x
-# slower). The bf16 family tests and Swin's in fp32 (Swin's small config now has shifted
-# windows, the case the view fix is for). The language models in bf16 at full size (GPT-2's
-# head GEMM now padded to aligned rows), with Swin-T and ViT-B/16 (its attention now one node).
-# Where bf16 ViT-B/16 and ConvNeXt-T spend their GPU time (both below eager under a graph).
+# Session 8's second call, which did not run (no GPU machine came): the flash kernel's GPU tests
+# and attention alone against eager sdpa; the bf16 family tests and Swin's in fp32 (Swin's small
+# config now has shifted windows, the case the view fix in codegen is for); the language models
+# in bf16 at full size with Swin-T and ViT-B/16 (its attention now one node); where bf16 ViT-B/16
+# and ConvNeXt-T spend their GPU time. With the flash-cp-async branch merged, the same call
+# tests the cp.async/ldmatrix flash kernel and the padded GEMM rows too.
 set -u
 out="${AREA_OUT:-/tmp/session8b-out}"
 mkdir -p "$out"
