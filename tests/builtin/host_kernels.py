@@ -1,12 +1,12 @@
-"""Generated pointwise kernels run on the CPU, one CUDA thread after another.
+"""The builtin coder's kernels run on the CPU, launch by launch, as they run on a GPU.
 
-A pointwise kernel (elementwise chains, casts, views, concatenation, padding, embedding lookups)
-has no shared memory, barriers or warp shuffles: each thread runs a grid-stride loop on its own.
-Compiled as host C++ (g++ with the CUDA headers, whose bf16/fp16 types work on the host) and
-run thread by thread over a small grid, it computes exactly what it computes on a GPU, in
-both its float4 and its scalar paths. The GPU-free tests feed each kernel the captured graph's
-values (tests/builtin/interp.py) and compare what it writes with the graph's: the index math of
-views, broadcasts and gathers is then checked on machines without a GPU.
+Each generated launcher (pointwise, reduction and scan groups) and its kernels are compiled as
+host C++: g++ with the CUDA headers, whose bf16/fp16 types work on the host, and a small model of
+CUDA's execution (SHIM below). The launcher itself picks the grid, the block and the float4 or
+scalar path, as on a GPU. The GPU-free tests feed each launcher the captured graph's values
+(tests/builtin/interp.py) and compare what it writes with the graph's, so the index math of
+views, broadcasts and gathers and the reductions' block and warp combining are checked on
+machines without a GPU. GEMMs, cuDNN and the flash attention kernel are not run here.
 """
 
 from __future__ import annotations
@@ -24,42 +24,161 @@ from typing import Any
 from stitch_lsp.compiler.codegen import Codegen, GroupKernel
 from stitch_lsp.compiler.templates import PREAMBLE, REDUCED_PREAMBLE
 
-# Host stand-ins for what a kernel reads from the CUDA runtime: the thread's coordinates, the
-# read-only load and the one CUDA math function glibc lacks. The headers declare the runtime
-# API; the launch-sizing helpers that call it are static and unused here, so nothing links it.
+# The CUDA execution model on the host. A launch runs its blocks one after another; each block
+# runs its threads as fibers (ucontext) on one OS thread, each until its next __syncthreads, in
+# rounds: a barrier is the end of a round, and a warp shuffle is an exchange through memory
+# between two barriers (the generated kernels call both uniformly, as CUDA requires; a round in
+# which some threads finished while others waited is reported as a failed launch). Runs are
+# deterministic. The runtime calls the launchers make are answered here: device 0, 4 SMs (so
+# grid-stride loops take several trips), and the launch's status.
 SHIM = r"""
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
+#include <ucontext.h>
+#include <functional>
+#include <vector>
 #undef __global__
 #define __global__
 #undef __device__
 #define __device__
 #undef __forceinline__
 #define __forceinline__ inline
+#undef __shared__
+#define __shared__ static
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 static uint3 threadIdx, blockIdx, blockDim, gridDim;
+static bool stitch_failed = false;
+struct StitchFiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  bool done = false;
+};
+static ucontext_t stitch_sched;
+static std::vector<StitchFiber> stitch_fibers;
+static unsigned stitch_cur = 0;
+static std::function<void()> stitch_body;
+inline void __syncthreads() { swapcontext(&stitch_fibers[stitch_cur].ctx, &stitch_sched); }
+static void stitch_entry() {
+  stitch_body();
+  stitch_fibers[stitch_cur].done = true;
+  swapcontext(&stitch_fibers[stitch_cur].ctx, &stitch_sched);
+}
+static unsigned long long stitch_lanes[1024];
+inline unsigned stitch_tid() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+template <typename T> inline T stitch_exchange(T v, int partner) {
+  const unsigned tid = stitch_tid(), n = blockDim.x * blockDim.y * blockDim.z;
+  unsigned src = (tid & ~31u) + (unsigned)partner;
+  if (partner < 0 || partner > 31 || src >= n) src = tid;
+  memcpy(&stitch_lanes[tid], &v, sizeof(T));
+  __syncthreads();
+  T r;
+  memcpy(&r, &stitch_lanes[src], sizeof(T));
+  __syncthreads();
+  return r;
+}
+template <typename T> inline T __shfl_xor_sync(unsigned, T v, int o) {
+  return stitch_exchange(v, (int)((stitch_tid() & 31u) ^ (unsigned)o));
+}
+template <typename T> inline T __shfl_sync(unsigned, T v, int src) {
+  return stitch_exchange(v, src & 31);
+}
+template <typename T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
+  const int lane = (int)(stitch_tid() & 31u);
+  return stitch_exchange(v, lane >= (int)d ? lane - (int)d : lane);
+}
 template <typename T> inline T __ldg(const T* p) { return *p; }
-template <typename T> inline T __shfl_xor_sync(unsigned, T v, int) { return v; }
-inline void __syncthreads() {}
 inline float rsqrtf(float x) { return 1.f / sqrtf(x); }  // CUDA's is within 2 ulp of this
+extern "C" {
+cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 4; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) {
+  const bool bad = stitch_failed;
+  stitch_failed = false;
+  return bad ? cudaErrorLaunchFailure : cudaSuccess;
+}
+}
+template <typename F> void stitch_launch(dim3 g, dim3 b, F body) {
+  gridDim = make_uint3(g.x, g.y, g.z);
+  blockDim = make_uint3(b.x, b.y, b.z);
+  const unsigned n = b.x * b.y * b.z;
+  stitch_body = body;
+  stitch_fibers.resize(n);
+  for (auto& f : stitch_fibers) f.stack.resize(1 << 16);
+  for (unsigned z = 0; z < g.z; ++z)
+    for (unsigned y = 0; y < g.y; ++y)
+      for (unsigned x = 0; x < g.x; ++x) {
+        blockIdx = make_uint3(x, y, z);
+        for (unsigned t = 0; t < n; ++t) {
+          StitchFiber& f = stitch_fibers[t];
+          f.done = false;
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.data();
+          f.ctx.uc_stack.ss_size = f.stack.size();
+          f.ctx.uc_link = nullptr;
+          makecontext(&f.ctx, stitch_entry, 0);
+        }
+        for (unsigned left = n; left > 0;) {  // one round: every live thread to its next barrier
+          unsigned finished = 0;
+          for (unsigned t = 0; t < n; ++t) {
+            if (stitch_fibers[t].done) continue;
+            stitch_cur = t;
+            threadIdx = make_uint3(t % b.x, (t / b.x) % b.y, t / (b.x * b.y));
+            swapcontext(&stitch_sched, &stitch_fibers[t].ctx);
+            if (stitch_fibers[t].done) ++finished;
+          }
+          if (finished != 0 && finished != left) stitch_failed = true;  // a barrier some missed
+          left -= finished;
+        }
+      }
+}
 """
 
-_CTYPES = {"float": "float", "__nv_bfloat16": "__nv_bfloat16", "__half": "__half"}
+_LAUNCH = re.compile(r"([\w:]+(?:<[^;{}]*?>)?)<<<(.*?)>>>\((.*?)\);", re.S)
+
+
+def _top_level_split(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return [*parts, cur.strip()]
+
+
+def host_launches(source: str) -> str:
+    """`kernel<<<grid, block, smem, stream>>>(args);` as a host launch of every thread."""
+
+    def launch(m: re.Match[str]) -> str:
+        grid, block = _top_level_split(m[2])[:2]
+        return f"stitch_launch(dim3({grid}), dim3({block}), [=] {{ {m[1]}({m[3]}); }});"
+
+    return _LAUNCH.sub(launch, source)
 
 
 @dataclass
 class HostKernel:
-    """One pointwise kernel built for the host: `run(pointers, vec)` runs the whole grid."""
+    """One generated launcher and its kernels built for the host."""
 
     kernel: GroupKernel
     lib: Any
 
-    def run(self, pointers: list[int], vec: bool, grid: int = 3, block: int = 64) -> None:
-        arr = (ctypes.c_void_p * len(pointers))(*pointers)
-        self.lib.stitch_host_run(arr, int(vec), grid, block)
+    def run(self, pointers: list[int]) -> int:
+        fn = getattr(self.lib, self.kernel.name)
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] * (len(pointers) + 1)
+        return int(fn(*pointers, None))
 
 
 def nvcc_include() -> Path | None:
@@ -77,80 +196,46 @@ def nvcc_include() -> Path | None:
     return None
 
 
-def pointwise_kernels(cg: Codegen) -> list[GroupKernel]:
-    """The kernels of a generated program that run thread by thread (no barriers)."""
-    return [
-        k for k in cg.kernels if k.group.kind == "pointwise" and "__syncthreads" not in k.source
-    ]
+# The kinds of group whose kernels run here: everything but the vendor calls (GEMMs, cuDNN)
+# and the flash attention kernel (tensor-core PTX).
+EMULATED = ("pointwise", "reduction", "scan")
 
 
-def _driver(k: GroupKernel) -> str:
-    """`stitch_host_run(args, vec, grid, block)`: every thread of the grid, one after another."""
-    m = re.search(
-        rf"__global__ void __launch_bounds__\(\d+\) {k.name}_kernel\((.*?)\) {{", k.source
-    )
-    assert m is not None, k.source[:300]
-    params = [p.strip() for p in m[1].split(",")]
-    casts = []
-    for i, p in enumerate(params):
-        ctype = p.rsplit(" ", 1)[0].replace("__restrict__", "").strip()
-        casts.append(f"({ctype})a[{i}]")
-    call = ", ".join(casts)
-    return "\n".join(
+def emulated_kernels(cg: Codegen) -> list[GroupKernel]:
+    return [k for k in cg.kernels if k.group.kind in EMULATED]
+
+
+def build(kernels: list[GroupKernel], include: Path, cache: Path | None = None) -> Any:
+    """One shared library with every launcher of `kernels` (one g++ run: the headers are parsed
+    once), cached by content."""
+    preamble = PREAMBLE.replace("#include <cuda_runtime.h>", "")
+    src = "\n".join(
         [
-            'extern "C" void stitch_host_run(void** a, int vec, int grid, int block) {',
-            "  gridDim = make_uint3(grid, 1, 1);",
-            "  blockDim = make_uint3(block, 1, 1);",
-            "  for (int b = 0; b < grid; ++b)",
-            "    for (int t = 0; t < block; ++t) {",
-            "      blockIdx = make_uint3(b, 0, 0);",
-            "      threadIdx = make_uint3(t, 0, 0);",
-            f"      if (vec) {k.name}_kernel<true>({call});",
-            f"      else {k.name}_kernel<false>({call});",
-            "    }",
-            "}",
+            SHIM,
+            preamble,
+            REDUCED_PREAMBLE.replace("#include", "// #include"),
+            "__global__ void stitch_count_batch(long long* n) { n[0] += 1; }",
+            *(host_launches(k.source) for k in kernels),
         ]
     )
-
-
-def build(k: GroupKernel, include: Path, cache: Path | None = None) -> HostKernel:
-    body = k.source.split('extern "C"', 1)[0]  # the kernel, not its CUDA launcher
-    preamble = PREAMBLE.replace("#include <cuda_runtime.h>", "")
-    src = "\n".join([SHIM, preamble, REDUCED_PREAMBLE.replace("#include", "// #include"), body])
-    src += "\n" + _driver(k) + "\n"
     folder = cache or Path(tempfile.gettempdir()) / "stitch-host-kernels"
     folder.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(src.encode()).hexdigest()[:16]
-    so = folder / f"{k.name}_{key}.so"
+    so = folder / f"program_{hashlib.sha256(src.encode()).hexdigest()[:20]}.so"
     if not so.exists():  # built under a private name, then renamed: workers share the folder
         import os
 
         cpp = so.with_suffix(f".{os.getpid()}.cpp")
         cpp.write_text(src)
         tmp = cpp.with_suffix(".so")
+        cmd = ["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-w"]
         done = subprocess.run(
-            [
-                "g++",
-                "-std=c++17",
-                "-O1",
-                "-shared",
-                "-fPIC",
-                "-w",
-                f"-I{include}",
-                str(cpp),
-                "-o",
-                str(tmp),
-            ],
-            capture_output=True,
-            text=True,
+            [*cmd, f"-I{include}", str(cpp), "-o", str(tmp)], capture_output=True, text=True
         )
         if done.returncode != 0:
-            raise RuntimeError(f"{k.name}: host build failed\n{done.stderr[-3000:]}")
+            raise RuntimeError(f"host build failed\n{done.stderr[-3000:]}")
         os.replace(tmp, so)
         cpp.unlink()
-    lib = ctypes.CDLL(str(so))
-    lib.stitch_host_run.restype = None
-    return HostKernel(k, lib)
+    return ctypes.CDLL(str(so))
 
 
 def _storage(t: Any, ctype: str) -> Any:
@@ -170,10 +255,10 @@ def _storage(t: Any, ctype: str) -> Any:
 
 
 def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> list[str]:
-    """Every pointwise kernel of the builtin coder's program for `path`, run on the CPU from the
-    captured graph's values: the outputs that differ from the graph's (empty: all agree).
-    Returns also a line per kernel that could not be fed (an input the interpreter does not
-    hold as one tensor), starting with 'skipped'."""
+    """Every pointwise, reduction and scan launcher of the builtin coder's program for `path`,
+    run on the CPU from the captured graph's values: the outputs that differ from the graph's
+    (empty: all agree), and a line starting with 'skipped' per launcher that could not be fed
+    (an input the interpreter does not hold as one tensor)."""
     import torch
 
     from stitch_lsp.compiler.partition import fold_gemm_epilogues, partition
@@ -189,40 +274,40 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
     with torch.no_grad():
         env = run_graph_env(graph, model, inputs)
     problems: list[str] = []
-    for k in pointwise_kernels(cg):
-        host = build(k, include)
-        # The float4 path runs only where the launcher may take it (never for bf16/fp16 data).
-        paths = (False,) if "const bool vec = false;" in k.source else (False, True)
-        for vec in paths:
-            bufs: list[Any] = []
-            outs: list[tuple[int, Any]] = []
-            fed = True
-            for a in k.args:
-                if a.role == "ws":
-                    bufs.append(torch.zeros(max(a.nbytes, 1), dtype=torch.uint8))
-                    continue
-                value = env.get(a.vid)
-                if a.role == "out":
-                    shape = graph.shape_of(a.vid)
-                    bufs.append(_storage(torch.zeros(shape), a.ctype))
+    kernels = emulated_kernels(cg)
+    lib = build(kernels, include) if kernels else None
+    for k in kernels:
+        bufs: list[Any] = []
+        outs: list[tuple[int, Any]] = []
+        fed = True
+        for a in k.args:
+            if a.role == "ws":
+                bufs.append(torch.zeros(max(a.nbytes, 1), dtype=torch.uint8))
+                continue
+            value = env.get(a.vid)
+            if a.role == "out":
+                shape = graph.shape_of(a.vid)
+                bufs.append(_storage(torch.zeros(shape), a.ctype))
+                outs.append((a.vid, bufs[-1]))
+            elif isinstance(value, torch.Tensor):
+                bufs.append(_storage(value, a.ctype))
+                if a.role == "inout":
                     outs.append((a.vid, bufs[-1]))
-                elif isinstance(value, torch.Tensor):
-                    bufs.append(_storage(value, a.ctype))
-                else:
-                    fed = False
-            if not fed:
-                problems.append(f"skipped {k.name}: an input is not one tensor")
-                break
-            host.run([b.data_ptr() for b in bufs], vec)
-            for vid, got in outs:
-                want = _storage(env[vid], _ctype_of(got))
-                tol = 1e-5 if got.dtype == torch.float32 else 1e-2
-                if not torch.allclose(
-                    got.float(), want.float().reshape(got.shape), tol, tol, equal_nan=True
-                ):
-                    diff = (got.float() - want.float().reshape(got.shape)).abs().max().item()
-                    mode = "float4" if vec else "scalar"
-                    problems.append(f"{k.name} ({mode} path) writes %{vid} off by {diff:.3g}")
+            else:
+                fed = False
+        if not fed:
+            problems.append(f"skipped {k.name}: an input is not one tensor")
+            continue
+        rc = HostKernel(k, lib).run([b.data_ptr() for b in bufs])
+        if rc != 0:
+            problems.append(f"{k.name}: the launch failed ({rc}: a barrier some thread missed)")
+            continue
+        for vid, got in outs:
+            want = _storage(env[vid], _ctype_of(got)).reshape(got.shape)
+            tol = 1e-5 if got.dtype == torch.float32 else 1e-2
+            if not torch.allclose(got.float(), want.float(), tol, tol, equal_nan=True):
+                diff = (got.float() - want.float()).abs().max().item()
+                problems.append(f"{k.name} ({k.group.kind}) writes %{vid} off by {diff:.3g}")
     return problems
 
 

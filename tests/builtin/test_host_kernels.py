@@ -1,7 +1,7 @@
-"""The builtin coder's pointwise kernels computed on the CPU (tests/builtin/host_kernels.py) from
-the captured graph's values, compared with the graph's: the index math of views, broadcasts,
-concatenation and padding, in the float4 and the scalar paths, without a GPU. The graph itself
-is checked against the model by the capture tests.
+"""The builtin coder's launchers run on the CPU (tests/builtin/host_kernels.py) from the captured
+graph's values, compared with the graph's: the index math of views, broadcasts, concatenation
+and padding, and the reductions' block and warp combining, without a GPU. The graph itself is
+checked against the model by the capture tests.
 """
 
 from __future__ import annotations
@@ -30,6 +30,49 @@ def _problem(path: Path, name: str) -> tuple[Any, list[Any]]:
     return model, list(mod.get_inputs())
 
 
+NORMS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(96)
+
+    def forward(self, x):
+        y = torch.softmax(self.norm(x), dim=-1)
+        return y.sum(dim=1, keepdim=True) + F.gelu(x).mean(dim=-1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(3, 50, 96)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_reductions_are_checked_through_their_warp_and_block_combining(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The norms, softmax and sums agree with the graph; with the mean-and-variance combine
+    broken (Chan's cross term dropped) in the kernels' preamble, the same launchers do not."""
+    from . import host_kernels
+
+    path = tmp_path / "norms.py"
+    path.write_text(NORMS)
+    model, inputs = _problem(path, "host_norms")
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+    broken = host_kernels.PREAMBLE.replace("a.m2 + b.m2 + d * d * a.n * fb", "a.m2 + b.m2")
+    assert broken != host_kernels.PREAMBLE
+    monkeypatch.setattr(host_kernels, "PREAMBLE", broken)
+    problems = check_program(path, model, inputs, INCLUDE)  # type: ignore[arg-type]
+    assert problems and all("(reduction)" in p for p in problems), problems
+
+
 def test_the_roll_of_a_window_reverse(tmp_path: Path) -> None:
     """Swin's shifted-window tail: found wrong on a GPU at full size (session 8), fixed in
     codegen's `value_at`; this comparison fails before that fix."""
@@ -39,16 +82,21 @@ def test_the_roll_of_a_window_reverse(tmp_path: Path) -> None:
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
 
 
-# Families whose pointwise kernels read through the most kinds of view: shifted windows and
-# rolls (Swin), channels-last permutes (ConvNeXt), unfold/fold patches (MobileViT), the channel
-# shuffle (ShuffleNet), and a bf16 language model (GPT-2: embeddings, GELU, residuals).
+# Families whose kernels read through the most kinds of view: shifted windows and rolls (Swin),
+# channels-last permutes and norms over them (ConvNeXt), unfold/fold patches (MobileViT), the
+# channel shuffle (ShuffleNet), batch norms and squeeze-excite means (EfficientNet), and bf16
+# language models (GPT-2, Llama: embeddings, rotary, RMSNorm, GELU/SiLU, residuals; T5:
+# position-bias softmax).
 FAMILIES = [
     ("tv_swin_t", "float32"),
     ("tv_swin_t", "bfloat16"),
     ("tv_convnext_tiny", "bfloat16"),
     ("timm_mobilevit_xxs", "float32"),
     ("tv_shufflenet_v2_x1_0", "float32"),
+    ("tv_efficientnet_b0", "float32"),
     ("hf_gpt2", "bfloat16"),
+    ("hf_llama", "bfloat16"),
+    ("hf_t5_encoder", "bfloat16"),
 ]
 
 
