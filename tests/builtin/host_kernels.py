@@ -6,7 +6,8 @@ CUDA's execution (SHIM below). The launcher itself picks the grid, the block and
 scalar path, as on a GPU. The GPU-free tests feed each launcher the captured graph's values
 (tests/builtin/interp.py) and compare what it writes with the graph's, so the index math of
 views, broadcasts and gathers and the reductions' block and warp combining are checked on
-machines without a GPU. GEMMs, cuDNN and the flash attention kernel are not run here.
+machines without a GPU, and so is the flash attention kernel, its tensor-core and ldmatrix
+instructions emulated lane by lane (ATTENTION_HOST). GEMMs and cuDNN are not run here.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, COMBINE_KERNEL
 from stitch_lsp.compiler.codegen import Codegen, GroupKernel
 from stitch_lsp.compiler.templates import PREAMBLE, REDUCED_PREAMBLE
 
@@ -94,6 +96,10 @@ template <typename T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
 }
 template <typename T> inline T __ldg(const T* p) { return *p; }
 inline float rsqrtf(float x) { return 1.f / sqrtf(x); }  // CUDA's is within 2 ulp of this
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
 extern "C" {
 cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 4; return cudaSuccess; }
@@ -196,9 +202,8 @@ def nvcc_include() -> Path | None:
     return None
 
 
-# The kinds of group whose kernels run here: everything but the vendor calls (GEMMs, cuDNN)
-# and the flash attention kernel (tensor-core PTX).
-EMULATED = ("pointwise", "reduction", "scan")
+# The kinds of group whose kernels run here: everything but the vendor calls (GEMMs, cuDNN).
+EMULATED = ("pointwise", "reduction", "scan", "attention")
 
 
 def emulated_kernels(cg: Codegen) -> list[GroupKernel]:
@@ -215,6 +220,11 @@ def build(kernels: list[GroupKernel], include: Path, cache: Path | None = None) 
             preamble,
             REDUCED_PREAMBLE.replace("#include", "// #include"),
             "__global__ void stitch_count_batch(long long* n) { n[0] += 1; }",
+            *(
+                [attention_for_host(ATTENTION_PREAMBLE), COMBINE_KERNEL]
+                if any(k.group.kind == "attention" for k in kernels)
+                else []
+            ),
             *(host_launches(k.source) for k in kernels),
         ]
     )
@@ -320,3 +330,140 @@ def _ctype_of(t: Any) -> str:
         "torch.int64": "long long",
         "torch.int32": "int",
     }[str(t.dtype)]
+
+
+# The tensor-core and async-copy instructions of the flash attention kernel, emulated: an MMA,
+# an ldmatrix or a shuffle exchanges its operands through memory between two barriers, as the
+# warp's lanes do in hardware, and each lane computes its own fragment (fp32 accumulation).
+ATTENTION_HOST = r"""
+template <typename T> inline float stitch_h2f(uint32_t w, int hi);
+template <> inline float stitch_h2f<__nv_bfloat16>(uint32_t w, int hi) {
+  const uint16_t x = hi ? (uint16_t)(w >> 16) : (uint16_t)(w & 0xffffu);
+  __nv_bfloat16 b;
+  memcpy(&b, &x, 2);
+  return __bfloat162float(b);
+}
+template <> inline float stitch_h2f<__half>(uint32_t w, int hi) {
+  const uint16_t x = hi ? (uint16_t)(w >> 16) : (uint16_t)(w & 0xffffu);
+  __half h;
+  memcpy(&h, &x, 2);
+  return __half2float(h);
+}
+static uint32_t stitch_mma_a[1024][4], stitch_mma_b[1024][2];
+// D (16x8) += A (16x16, row) * B (16x8, col): PTX's m16n8k16 fragment layout, lane = 4 g + t.
+template <typename T>
+inline void stitch_mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  const unsigned tid = stitch_tid(), base = tid & ~31u, lane = tid & 31u;
+  for (int i = 0; i < 4; ++i) stitch_mma_a[tid][i] = a[i];
+  stitch_mma_b[tid][0] = b0;
+  stitch_mma_b[tid][1] = b1;
+  __syncthreads();
+  const int g = lane >> 2, t = lane & 3;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float acc = 0.f;
+    for (int k = 0; k < 16; ++k) {
+      const int areg = (row >> 3) + 2 * (k >> 3), alane = (row & 7) * 4 + ((k & 7) >> 1);
+      const float av = stitch_h2f<T>(stitch_mma_a[base + alane][areg], k & 1);
+      const int breg = k >> 3, blane = col * 4 + ((k & 7) >> 1);
+      const float bv = stitch_h2f<T>(stitch_mma_b[base + blane][breg], k & 1);
+      acc += av * bv;
+    }
+    c[e] += acc;
+  }
+  __syncthreads();
+}
+static const unsigned short* stitch_ldsm_row[1024];
+// ldmatrix: lanes 8m..8m+7 address the rows of matrix m; lane l gets, of each matrix, the pair
+// (row l/4, columns 2(l%4), +1), or with .trans (rows 2(l%4), +1 of column l/4).
+inline void stitch_ldsm(uint32_t* r, const unsigned short* p, int count, bool trans) {
+  const unsigned tid = stitch_tid(), base = tid & ~31u, lane = tid & 31u;
+  stitch_ldsm_row[tid] = p;
+  __syncthreads();
+  for (int m = 0; m < count; ++m) {
+    unsigned short lo, hi;
+    if (!trans) {
+      const unsigned short* row = stitch_ldsm_row[base + 8 * m + lane / 4];
+      lo = row[2 * (lane % 4)];
+      hi = row[2 * (lane % 4) + 1];
+    } else {
+      lo = stitch_ldsm_row[base + 8 * m + 2 * (lane % 4)][lane / 4];
+      hi = stitch_ldsm_row[base + 8 * m + 2 * (lane % 4) + 1][lane / 4];
+    }
+    r[m] = (uint32_t)lo | ((uint32_t)hi << 16);
+  }
+  __syncthreads();
+}
+inline void stitch_ldsm4(uint32_t* r, const unsigned short* p) { stitch_ldsm(r, p, 4, false); }
+inline void stitch_ldsm2(uint32_t* r, const unsigned short* p) { stitch_ldsm(r, p, 2, false); }
+inline void stitch_ldsm4t(uint32_t* r, const unsigned short* p) { stitch_ldsm(r, p, 4, true); }
+inline void stitch_ldsm2t(uint32_t* r, const unsigned short* p) { stitch_ldsm(r, p, 2, true); }
+inline void stitch_cp16(unsigned short* s, const unsigned short* g, bool full) {
+  if (full) memcpy(s, g, 16);
+  else memset(s, 0, 16);
+}
+inline void stitch_cp_commit() {}
+template <int N> inline void stitch_cp_wait() {}
+template <typename F> cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
+"""
+
+# What ATTENTION_HOST replaces: the functions built on inline PTX.
+_PTX_FUNCTIONS = (
+    "stitch_mma16816",
+    "stitch_ldsm4",
+    "stitch_ldsm2",
+    "stitch_ldsm4t",
+    "stitch_ldsm2t",
+    "stitch_cp16",
+    "stitch_cp_commit",
+    "stitch_cp_wait",
+)
+
+
+def _top_level_items(text: str) -> list[str]:
+    """C++ text cut into its top-level declarations (strings and comments skipped for braces)."""
+    items, start, depth, i = [], 0, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = len(text) if i < 0 else i
+            continue
+        if ch == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0 and not text[i + 1 :].lstrip().startswith(";"):
+                items.append(text[start : i + 1])
+                start = i + 1
+        elif ch == ";" and depth == 0:
+            items.append(text[start : i + 1])
+            start = i + 1
+        i += 1
+    return [*items, text[start:]]
+
+
+def attention_for_host(preamble: str) -> str:
+    """The flash kernel's preamble with its PTX functions replaced by ATTENTION_HOST's, and its
+    dynamic shared memory (if any) as a static array."""
+    kept = []
+    for item in _top_level_items(preamble):
+        head = item.split("{", 1)[0]
+        if any(re.search(rf"\b{name}\b\s*(<[^()]*>)?\s*\(", head) for name in _PTX_FUNCTIONS):
+            continue
+        kept.append(item)
+    out = re.sub(r"__shared__ (alignas\(\d+\))", r"\1 __shared__", "".join(kept))
+    out = re.sub(
+        r"extern __shared__ [^;]*?(\w+)\[\];",
+        r"static unsigned short \1[1 << 17];",
+        out,
+    )
+    # the helpers the kernel calls come first, after the types they use
+    at = out.index("__device__ __forceinline__ float stitch_mask_f(bool")
+    return out[:at] + ATTENTION_HOST + out[at:]

@@ -166,6 +166,8 @@ CASES: dict[str, tuple[str, int]] = {
         1,
     ),
     "head_40_bf16": (_case(hd=40, lq=40, lk=40, call="is_causal=True"), 0),
+    # an odd number of 16-wide steps along the head (80 = 5 x 16)
+    "head_80_bf16": (_case(hd=80, lq=70, lk=90, call="is_causal=True"), 1),
     "float32": (_case(dtype="float32", lq=40, lk=50, call="is_causal=True"), 0),
 }
 

@@ -114,3 +114,21 @@ def test_library_models_pointwise_kernels(
     path = SUITE / f"{name}.py"
     model, inputs = _problem(path, f"host_{name}_{dtype}")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+
+
+def _flash_cases() -> list[str]:
+    from .test_attention import CASES
+
+    return sorted(n for n, (_, flash) in CASES.items() if flash)
+
+
+@pytest.mark.parametrize("name", _flash_cases())
+def test_flash_attention_on_the_cpu(tmp_path: Path, name: str) -> None:
+    """The flash kernel (MMA and ldmatrix fragments emulated lane by lane) against sdpa on the
+    same bf16/fp16 values: masks, GQA, multi-query, the decode step's split keys and merge."""
+    from .helpers import write_problem
+    from .test_attention import CASES
+
+    path = write_problem(tmp_path, name, CASES[name][0])
+    model, inputs = _problem(path, f"host_attn_{name}")
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
