@@ -8,6 +8,12 @@ does. Q K^T never reaches memory; the output is written once, in the input type,
 query, head, value): the layout the output projection reads, so no transpose copy follows. Key/value
 heads shared by several query heads (GQA) are read in place, never repeated.
 
+The key and value tiles are double-buffered in shared memory: `cp.async` streams the next pair in
+while the tensor cores work on this one. Fragments come from shared memory by `ldmatrix` (one
+instruction feeds two MMAs), V's through `ldmatrix.trans`, so V is stored as it lies in memory.
+Scores are kept in log2 units (scale * log2 e folded into one multiply) so each softmax term is
+one exp2.
+
 The kernel is one template in the generated file; each attention site is a launcher that
 instantiates it with the site's head sizes, mask kind and strides (shapes are fixed at
 generation time, as for every generated kernel). Torch-free.
@@ -65,14 +71,45 @@ __device__ __forceinline__ void stitch_mma16816<__half>(float* c, const uint32_t
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// Four (or two) 8x8 b16 matrices from shared memory, one row address per lane; .trans hands
+// each lane a column pair instead of a row pair (P V's B operand from V stored row-major).
+__device__ __forceinline__ void stitch_ldsm4(uint32_t* r, const unsigned short* p) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void stitch_ldsm2(uint32_t* r, const unsigned short* p) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+__device__ __forceinline__ void stitch_ldsm4t(uint32_t* r, const unsigned short* p) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void stitch_ldsm2t(uint32_t* r, const unsigned short* p) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+}
+// 16 bytes global -> shared without passing through registers; zeros when `full` is false.
+__device__ __forceinline__ void stitch_cp16(unsigned short* s, const unsigned short* g, bool full) {
+  const uint32_t a = (uint32_t)__cvta_generic_to_shared(s);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(a), "l"(g), "r"(full ? 16 : 0));
+}
+__device__ __forceinline__ void stitch_cp_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N> __device__ __forceinline__ void stitch_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+}
 __device__ __forceinline__ float stitch_mask_f(bool x) { return x ? 1.f : 0.f; }
 __device__ __forceinline__ float stitch_mask_f(float x) { return x; }
 __device__ __forceinline__ float stitch_mask_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float stitch_mask_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ uint32_t stitch_ld32(const unsigned short* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-// Rows r0.. of a (rows x W) tile into shared memory (row pitch P), zeros past row n.
+// Rows r0.. of a (64 x W) tile into shared memory (row pitch P), zeros past row n: with VEC
+// (16-byte aligned rows) as cp.async copies that land while the tensor cores work on the
+// previous tile, else element by element.
 template <int W, int P, bool VEC>
 __device__ __forceinline__ void stitch_attn_rows(unsigned short* s, const unsigned short* g,
                                                  long long ld, int r0, int n) {
@@ -80,9 +117,8 @@ __device__ __forceinline__ void stitch_attn_rows(unsigned short* s, const unsign
     constexpr int C = W / 8;
     for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
       const int r = i / C, c = (i % C) * 8;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (r0 + r < n) v = __ldg(reinterpret_cast<const uint4*>(g + (r0 + r) * ld + c));
-      *reinterpret_cast<uint4*>(s + r * P + c) = v;
+      const bool in = r0 + r < n;
+      stitch_cp16(s + r * P + c, g + (in ? (r0 + r) * ld + c : 0), in);
     }
   } else {
     for (int i = threadIdx.x; i < 64 * W; i += blockDim.x) {
@@ -91,40 +127,21 @@ __device__ __forceinline__ void stitch_attn_rows(unsigned short* s, const unsign
     }
   }
 }
-// The same rows stored transposed (column c of the tile is row c of `s`), for P V's B operand.
-template <int W, int P, bool VEC>
-__device__ __forceinline__ void stitch_attn_cols(unsigned short* s, const unsigned short* g,
-                                                 long long ld, int r0, int n) {
-  if (VEC) {
-    constexpr int C = W / 8;
-    for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
-      const int r = i % 64, c = (i / 64) * 8;
-      uint4 v = make_uint4(0u, 0u, 0u, 0u);
-      if (r0 + r < n) v = __ldg(reinterpret_cast<const uint4*>(g + (r0 + r) * ld + c));
-      const unsigned short* e = reinterpret_cast<const unsigned short*>(&v);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s[(c + j) * P + r] = e[j];
-    }
-  } else {
-    for (int i = threadIdx.x; i < 64 * W; i += blockDim.x) {
-      const int r = i % 64, c = i / 64;
-      s[c * P + r] = r0 + r < n ? g[(r0 + r) * ld + c] : (unsigned short)0;
-    }
-  }
-}
 // MASK: 0 none, 1 boolean (keep where nonzero), 2 additive. Grid: (ceil(lq / 64) * splits,
 // heads, batch). With SPLIT (few query rows, many keys: a decode step) each CTA takes kchunk
-// keys and writes its rows' running max, sum and unnormalised output in fp32 to `part`;
-// stitch_flash_combine merges the splits.
+// keys and writes its rows' running max (log2 units), sum and unnormalised output in fp32 to
+// `part`; stitch_flash_combine merges the splits. Shared memory (dynamic): two K tiles and two
+// V tiles, 64 rows each, double-buffered; the query tile borrows the second K buffer first.
 template <typename T, int D, int DV, bool CAUSAL, int MASK, typename MT, bool VEC, bool SPLIT>
 __global__ void __launch_bounds__(128)
 stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* __restrict__ v_,
                   const MT* __restrict__ mask, T* __restrict__ out, float* __restrict__ part,
                   StitchAttnDims d) {
-  constexpr int KP = D + 8, VP = 64 + 8;
+  constexpr int KP = D + 8, VP = DV + 8;  // +8: ldmatrix rows fall in distinct banks
   constexpr float LOG2E = 1.4426950408889634f;
-  __shared__ alignas(16) unsigned short ks[64 * KP];
-  __shared__ alignas(16) unsigned short vt[DV * VP];
+  extern __shared__ __align__(16) unsigned short stitch_attn_smem[];
+  unsigned short* const ks = stitch_attn_smem;             // K tiles: ks + buf * 64 * KP
+  unsigned short* const vs = stitch_attn_smem + 128 * KP;  // V tiles: vs + buf * 64 * VP
   const int split = SPLIT ? (int)(blockIdx.x % d.splits) : 0;
   const int b = blockIdx.z, h = blockIdx.y;
   const int m0 = (SPLIT ? (int)(blockIdx.x / d.splits) : (int)blockIdx.x) * 64;
@@ -133,51 +150,78 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
   const unsigned short* q = reinterpret_cast<const unsigned short*>(q_) + b * d.q_b + h * d.q_h;
   const unsigned short* k = reinterpret_cast<const unsigned short*>(k_) + b * d.k_b + hk * d.k_h;
   const unsigned short* v = reinterpret_cast<const unsigned short*>(v_) + b * d.v_b + hk * d.v_h;
-  stitch_attn_rows<D, KP, VEC>(ks, q, d.q_l, m0, d.lq);
-  __syncthreads();
-  uint32_t qa[D / 16][4];
-  const int r = warp * 16 + g;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    qa[kk][0] = stitch_ld32(ks + r * KP + 16 * kk + 2 * t);
-    qa[kk][1] = stitch_ld32(ks + (r + 8) * KP + 16 * kk + 2 * t);
-    qa[kk][2] = stitch_ld32(ks + r * KP + 16 * kk + 8 + 2 * t);
-    qa[kk][3] = stitch_ld32(ks + (r + 8) * KP + 16 * kk + 8 + 2 * t);
+  const int kbeg = split * d.kchunk;
+  const int kend = min(CAUSAL ? min(d.lk, m0 + 64) : d.lk, (split + 1) * d.kchunk);
+  stitch_attn_rows<D, KP, VEC>(ks + 64 * KP, q, d.q_l, m0, d.lq);
+  stitch_cp_commit();
+  if (kbeg < kend) {
+    stitch_attn_rows<D, KP, VEC>(ks, k, d.k_l, kbeg, d.lk);
+    stitch_attn_rows<DV, VP, VEC>(vs, v, d.v_l, kbeg, d.lk);
   }
+  stitch_cp_commit();
+  stitch_cp_wait<1>();
+  __syncthreads();
+  // Q as A fragments, kept in registers: lanes 0-15 give rows 0-15 at column 16kk, 16-31 at +8.
+  uint32_t qa[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    stitch_ldsm4(qa[kk], ks + (64 + warp * 16 + (lane & 15)) * KP + 16 * kk + 8 * (lane >> 4));
   __syncthreads();
   float o[DV / 8][4];
 #pragma unroll
   for (int n = 0; n < DV / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
-  const int row0 = m0 + r, row1 = row0 + 8;
-  const int kend = min(CAUSAL ? min(d.lk, m0 + 64) : d.lk, (split + 1) * d.kchunk);
-  for (int n0 = split * d.kchunk; n0 < kend; n0 += 64) {
-    stitch_attn_rows<D, KP, VEC>(ks, k, d.k_l, n0, d.lk);
-    stitch_attn_cols<DV, VP, VEC>(vt, v, d.v_l, n0, d.lk);
+  const int row0 = m0 + warp * 16 + g, row1 = row0 + 8;
+  const float sl2 = d.scale * LOG2E;  // scores kept in log2 units: exp2 of a difference
+  int buf = 0;
+  for (int n0 = kbeg; n0 < kend; n0 += 64, buf ^= 1) {
+    if (n0 + 64 < kend) {  // the next tile streams in while this one is computed
+      stitch_attn_rows<D, KP, VEC>(ks + (buf ^ 1) * 64 * KP, k, d.k_l, n0 + 64, d.lk);
+      stitch_attn_rows<DV, VP, VEC>(vs + (buf ^ 1) * 64 * VP, v, d.v_l, n0 + 64, d.lk);
+      stitch_cp_commit();
+      stitch_cp_wait<1>();
+    } else {
+      stitch_cp_wait<0>();
+    }
     __syncthreads();
+    const unsigned short* kt = ks + buf * 64 * KP;
+    const unsigned short* vt = vs + buf * 64 * VP;
     float s[8][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      // K rows 8j.. as B fragments: lanes 0-7, 8-15, 16-23, 24-31 address columns +0, +8, +16, +24.
+      const unsigned short* kr = kt + (8 * j + (lane & 7)) * KP + 8 * (lane >> 3);
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const unsigned short* kr = ks + (8 * j + g) * KP + 16 * kk + 2 * t;
-        stitch_mma16816<T>(s[j], qa[kk], stitch_ld32(kr), stitch_ld32(kr + 8));
+      for (int kk = 0; kk + 1 < D / 16; kk += 2) {
+        uint32_t kb[4];
+        stitch_ldsm4(kb, kr + 16 * kk);
+        stitch_mma16816<T>(s[j], qa[kk], kb[0], kb[1]);
+        stitch_mma16816<T>(s[j], qa[kk + 1], kb[2], kb[3]);
+      }
+      if ((D / 16) % 2) {
+        uint32_t kb[2];
+        stitch_ldsm2(kb, kt + (8 * j + (lane & 7)) * KP + D - 16 + 8 * ((lane >> 3) & 1));
+        stitch_mma16816<T>(s[j], qa[D / 16 - 1], kb[0], kb[1]);
       }
     }
+    // Per-element checks only on tiles that reach past the keys or the diagonal, or carry a mask.
+    const bool edge = n0 + 64 > d.lk || (CAUSAL && n0 + 63 > m0) || MASK != 0;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int row = e < 2 ? row0 : row1, col = n0 + 8 * j + 2 * t + (e & 1);
-        float x = s[j][e] * d.scale;
-        if (col >= d.lk || (CAUSAL && col > row)) x = -INFINITY;
-        if (MASK != 0 && row < d.lq && col < d.lk) {
-          const float mv = stitch_mask_f(
-              mask[b * d.m_b + h * d.m_h + (long long)row * d.m_l + (long long)col * d.m_s]);
-          if (MASK == 1 && mv == 0.f) x = -INFINITY;
-          if (MASK == 2) x += mv;
+        float x = s[j][e] * sl2;
+        if (edge) {
+          const int row = e < 2 ? row0 : row1, col = n0 + 8 * j + 2 * t + (e & 1);
+          if (col >= d.lk || (CAUSAL && col > row)) x = -INFINITY;
+          if (MASK != 0 && row < d.lq && col < d.lk) {
+            const float mv = stitch_mask_f(
+                mask[b * d.m_b + h * d.m_h + (long long)row * d.m_l + (long long)col * d.m_s]);
+            if (MASK == 1 && mv == 0.f) x = -INFINITY;
+            if (MASK == 2) x += mv * LOG2E;
+          }
         }
         s[j][e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
@@ -190,7 +234,7 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
       mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
       const float m_new = fmaxf(mrow[i], mx[i]);
       base[i] = m_new == -INFINITY ? 0.f : m_new;  // a row masked so far adds zeros
-      alpha[i] = exp2f((mrow[i] - base[i]) * LOG2E);
+      alpha[i] = exp2f(mrow[i] - base[i]);
       mrow[i] = m_new;
       lrow[i] *= alpha[i];
     }
@@ -198,7 +242,7 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f((s[j][e] - base[e >> 1]) * LOG2E);
+        s[j][e] = exp2f(s[j][e] - base[e >> 1]);
         lrow[e >> 1] += s[j][e];
       }
     }
@@ -217,13 +261,24 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
           stitch_pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
           stitch_pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]),
       };
+      // V rows 16kk.. (keys) as B fragments, transposed by ldmatrix: lanes 0-7 keys +0..7,
+      // 8-15 keys +8..15, each at value columns 8n; lanes 16-31 the same at 8n + 8.
+      const unsigned short* vr =
+          vt + (16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1)) * VP + 8 * (lane >> 4);
 #pragma unroll
-      for (int n = 0; n < DV / 8; ++n) {
-        const unsigned short* vr = vt + (8 * n + g) * VP + 16 * kk + 2 * t;
-        stitch_mma16816<T>(o[n], pa, stitch_ld32(vr), stitch_ld32(vr + 8));
+      for (int n = 0; n + 1 < DV / 8; n += 2) {
+        uint32_t vb[4];
+        stitch_ldsm4t(vb, vr + 8 * n);
+        stitch_mma16816<T>(o[n], pa, vb[0], vb[1]);
+        stitch_mma16816<T>(o[n + 1], pa, vb[2], vb[3]);
+      }
+      if ((DV / 8) % 2) {
+        uint32_t vb[2];
+        stitch_ldsm2t(vb, vt + (16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1)) * VP + DV - 8);
+        stitch_mma16816<T>(o[DV / 8 - 1], pa, vb[0], vb[1]);
       }
     }
-    __syncthreads();
+    __syncthreads();  // this buffer is refilled two tiles on
   }
   float inv[2];
 #pragma unroll
@@ -233,7 +288,7 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
     inv[i] = lrow[i] > 0.f ? 1.f / lrow[i] : 0.f;  // a row with every key masked: zeros
   }
   const long long at = ((long long)b * d.heads + h) * d.lq;
-  if (SPLIT) {  // part: per (row, split) DV outputs, then the max and the sum
+  if (SPLIT) {  // part: per (row, split) DV outputs, then the max (log2 units) and the sum
     const int rows[2] = {row0, row1};
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -269,13 +324,12 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
 
 # Merges the key splits of a decode step; in the file only where some launch splits.
 COMBINE_KERNEL = r"""
-// The splits of each row merged: weights exp(m_s - max), output sum(w O_s) / sum(w l_s).
-// One block of DV / 2 threads per (batch, head, row) (two columns each).
+// The splits of each row merged: weights 2^(m_s - max) (maxima in log2 units), output
+// sum(w O_s) / sum(w l_s). One block of DV / 2 threads per (batch, head, row) (two columns each).
 template <typename T, int DV>
 __global__ void __launch_bounds__(64)
 stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int splits, int heads,
                      int lq) {
-  constexpr float LOG2E = 1.4426950408889634f;
   const float* p = part + (long long)blockIdx.x * splits * (DV + 2);
   const long long row = blockIdx.x % lq, bh = blockIdx.x / lq;
   const long long at = ((bh / heads) * lq + row) * heads + bh % heads;
@@ -285,7 +339,7 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int sp
   const int c = 2 * threadIdx.x;
   for (int s = 0; s < splits; ++s) {
     const float* ps = p + s * (DV + 2);
-    const float w = ps[DV] == -INFINITY ? 0.f : exp2f((ps[DV] - m) * LOG2E);
+    const float w = ps[DV] == -INFINITY ? 0.f : exp2f(ps[DV] - m);
     l += w * ps[DV + 1];
     a0 += w * ps[c];
     a1 += w * ps[c + 1];
@@ -298,6 +352,15 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int sp
 # CTAs that keep every SM of an H100/H200 (132) busy about twice over: fewer than this and the
 # keys are split across CTAs (flash-decoding), each split merged by stitch_flash_combine.
 SPLIT_TARGET_CTAS = 264
+
+
+# Dynamic shared memory a launch may use without cudaFuncSetAttribute.
+DEFAULT_SMEM_BYTES = 48 * 1024
+
+
+def flash_smem_bytes(d: int, dv: int) -> int:
+    """Two 64-row K tiles and two V tiles (double buffering), rows padded by 8 elements."""
+    return 2 * 64 * ((d + 8) + (dv + 8)) * 2
 
 
 @dataclass
@@ -366,18 +429,33 @@ def attention_launcher(
     part = "(float*)ws" if split else "nullptr"
     ws_bytes = b * heads * lq * splits * (dv + 2) * 4 if split else 0
 
-    def launch(vec: str) -> str:
+    def kernel(vec: str) -> str:
         tmpl = f"{ctype}, {e}, {dv}, {causal}, {kind}, {mask_type}, {vec}, {str(split).lower()}"
+        return f"stitch_flash_attn<{tmpl}>"
+
+    def launch(vec: str) -> str:
         return (
-            f"stitch_flash_attn<{tmpl}><<<grid, 128, 0, stream>>>("
+            f"{kernel(vec)}<<<grid, 128, {smem}, stream>>>("
             f"{at(q)}, {at(k)}, {at(v)}, {mask_ptr}, {out}, {part}, d);"
         )
 
+    smem = flash_smem_bytes(e, dv)
     ws_param = ", unsigned char* ws" if split else ""
     lines = [
         f'extern "C" int {name}({sig}, {ctype}* {out}{ws_param}, cudaStream_t stream) {{',
         f"  const StitchAttnDims d = {{{init}}};",
         f"  const dim3 grid({m_tiles * splits}, {heads}, {b});",
+    ]
+    if smem > DEFAULT_SMEM_BYTES:  # more than a launch gets unasked: raised once per process
+        attr = "cudaFuncAttributeMaxDynamicSharedMemorySize"
+        lines += [
+            "  static bool smem_raised = false;",
+            "  if (!smem_raised) {",
+            *(f"    cudaFuncSetAttribute({kernel(v)}, {attr}, {smem});" for v in ("true", "false")),
+            "    smem_raised = true;",
+            "  }",
+        ]
+    lines += [
         f"  if ({vec_static} && {ptrs}) {launch('true')}",
         f"  else {launch('false')}",
     ]
