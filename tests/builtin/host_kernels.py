@@ -27,12 +27,13 @@ from stitch_lsp.compiler.codegen import Codegen, GroupKernel
 from stitch_lsp.compiler.templates import PREAMBLE, REDUCED_PREAMBLE
 
 # The CUDA execution model on the host. A launch runs its blocks one after another; each block
-# runs its threads as fibers (ucontext) on one OS thread, each until its next __syncthreads, in
-# rounds: a barrier is the end of a round, and a warp shuffle is an exchange through memory
-# between two barriers (the generated kernels call both uniformly, as CUDA requires; a round in
-# which some threads finished while others waited is reported as a failed launch). Runs are
-# deterministic. The runtime calls the launchers make are answered here: device 0, 4 SMs (so
-# grid-stride loops take several trips), and the launch's status.
+# runs its threads as fibers (ucontext) on one OS thread. A thread runs until it waits: at
+# __syncthreads, released when every live thread of the block is there, or at a warp exchange
+# (a shuffle, an MMA's or an ldmatrix's operands passed through memory), released when every
+# live lane of its warp is there. Threads that wait for one that never comes (a barrier in
+# divergent code) end the launch as failed. Runs are deterministic. The runtime calls the
+# launchers make are answered here: device 0, 4 SMs (so grid-stride loops take several trips),
+# and the launch's status.
 SHIM = r"""
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -58,12 +59,18 @@ struct StitchFiber {
   ucontext_t ctx;
   std::vector<char> stack;
   bool done = false;
+  int wait = 0;  // 0 runnable, 1 at __syncthreads, 2 at a warp exchange
 };
 static ucontext_t stitch_sched;
 static std::vector<StitchFiber> stitch_fibers;
 static unsigned stitch_cur = 0;
 static std::function<void()> stitch_body;
-inline void __syncthreads() { swapcontext(&stitch_fibers[stitch_cur].ctx, &stitch_sched); }
+static void stitch_yield(int why) {
+  stitch_fibers[stitch_cur].wait = why;
+  swapcontext(&stitch_fibers[stitch_cur].ctx, &stitch_sched);
+}
+inline void __syncthreads() { stitch_yield(1); }
+inline void stitch_warp_sync() { stitch_yield(2); }
 static void stitch_entry() {
   stitch_body();
   stitch_fibers[stitch_cur].done = true;
@@ -78,10 +85,10 @@ template <typename T> inline T stitch_exchange(T v, int partner) {
   unsigned src = (tid & ~31u) + (unsigned)partner;
   if (partner < 0 || partner > 31 || src >= n) src = tid;
   memcpy(&stitch_lanes[tid], &v, sizeof(T));
-  __syncthreads();
+  stitch_warp_sync();
   T r;
   memcpy(&r, &stitch_lanes[src], sizeof(T));
-  __syncthreads();
+  stitch_warp_sync();
   return r;
 }
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int o) {
@@ -129,17 +136,43 @@ template <typename F> void stitch_launch(dim3 g, dim3 b, F body) {
           f.ctx.uc_link = nullptr;
           makecontext(&f.ctx, stitch_entry, 0);
         }
-        for (unsigned left = n; left > 0;) {  // one round: every live thread to its next barrier
-          unsigned finished = 0;
+        // Run every runnable thread to its next wait; release a warp whose live lanes all wait
+        // at an exchange, and the block when all its live threads wait at __syncthreads.
+        for (;;) {
+          bool ran = false, live = false;
           for (unsigned t = 0; t < n; ++t) {
-            if (stitch_fibers[t].done) continue;
+            StitchFiber& f = stitch_fibers[t];
+            if (f.done || f.wait != 0) continue;
             stitch_cur = t;
             threadIdx = make_uint3(t % b.x, (t / b.x) % b.y, t / (b.x * b.y));
-            swapcontext(&stitch_sched, &stitch_fibers[t].ctx);
-            if (stitch_fibers[t].done) ++finished;
+            swapcontext(&stitch_sched, &f.ctx);
+            ran = true;
           }
-          if (finished != 0 && finished != left) stitch_failed = true;  // a barrier some missed
-          left -= finished;
+          bool released = false, block_ready = true;
+          for (unsigned w = 0; w < n; w += 32) {
+            bool warp_ready = false, mixed = false;
+            for (unsigned t = w; t < w + 32 && t < n; ++t) {
+              const StitchFiber& f = stitch_fibers[t];
+              if (f.done) continue;
+              live = true;
+              if (f.wait == 2) warp_ready = true;
+              else mixed = true;
+              if (f.wait != 1) block_ready = false;
+            }
+            if (warp_ready && !mixed) {
+              for (unsigned t = w; t < w + 32 && t < n; ++t) stitch_fibers[t].wait = 0;
+              released = true;
+            }
+          }
+          if (!live) break;
+          if (block_ready) {
+            for (auto& f : stitch_fibers) f.wait = 0;
+            released = true;
+          }
+          if (!ran && !released) {  // every live thread waits for one that never comes
+            stitch_failed = true;
+            break;
+          }
         }
       }
 }
@@ -357,7 +390,7 @@ inline void stitch_mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b
   for (int i = 0; i < 4; ++i) stitch_mma_a[tid][i] = a[i];
   stitch_mma_b[tid][0] = b0;
   stitch_mma_b[tid][1] = b1;
-  __syncthreads();
+  stitch_warp_sync();
   const int g = lane >> 2, t = lane & 3;
   for (int e = 0; e < 4; ++e) {
     const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
@@ -371,7 +404,7 @@ inline void stitch_mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b
     }
     c[e] += acc;
   }
-  __syncthreads();
+  stitch_warp_sync();
 }
 static const unsigned short* stitch_ldsm_row[1024];
 // ldmatrix: lanes 8m..8m+7 address the rows of matrix m; lane l gets, of each matrix, the pair
@@ -379,7 +412,7 @@ static const unsigned short* stitch_ldsm_row[1024];
 inline void stitch_ldsm(uint32_t* r, const unsigned short* p, int count, bool trans) {
   const unsigned tid = stitch_tid(), base = tid & ~31u, lane = tid & 31u;
   stitch_ldsm_row[tid] = p;
-  __syncthreads();
+  stitch_warp_sync();
   for (int m = 0; m < count; ++m) {
     unsigned short lo, hi;
     if (!trans) {
@@ -392,7 +425,7 @@ inline void stitch_ldsm(uint32_t* r, const unsigned short* p, int count, bool tr
     }
     r[m] = (uint32_t)lo | ((uint32_t)hi << 16);
   }
-  __syncthreads();
+  stitch_warp_sync();
 }
 inline void stitch_ldsm4(uint32_t* r, const unsigned short* p) { stitch_ldsm(r, p, 4, false); }
 inline void stitch_ldsm2(uint32_t* r, const unsigned short* p) { stitch_ldsm(r, p, 2, false); }

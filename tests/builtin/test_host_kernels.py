@@ -43,7 +43,8 @@ class Model(nn.Module):
 
     def forward(self, x):
         y = torch.softmax(self.norm(x), dim=-1)
-        return y.sum(dim=1, keepdim=True) + F.gelu(x).mean(dim=-1, keepdim=True)
+        z = y.sum(dim=1, keepdim=True) + F.gelu(x).mean(dim=-1, keepdim=True)
+        return z + torch.cumsum(x, dim=-1) * 0.01  # a warp scan per row, rows per warp uneven
 
 
 def get_inputs():
@@ -58,7 +59,7 @@ def get_init_inputs():
 def test_reductions_are_checked_through_their_warp_and_block_combining(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The norms, softmax and sums agree with the graph; with the mean-and-variance combine
+    """The norms, softmax, sums and a scan agree with the graph; with the mean-and-variance combine
     broken (Chan's cross term dropped) in the kernels' preamble, the same launchers do not."""
     from . import host_kernels
 
