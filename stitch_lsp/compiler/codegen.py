@@ -207,27 +207,6 @@ class _GroupGen:
         scope.memo[vid] = name
         return name
 
-    def value_at(self, a: Use, consumer: Shape, scope: _Scope) -> str:
-        """A value of this kernel read through a view (a permute a cat reads through, Swin's
-        window reverse before its roll): computed again at the element the view maps to, in a
-        block of its own so its names stay apart from the same value at the kernel's index."""
-        node = self.nodes[a.vid]
-        if node.kind != "ew" or self.g.space[a.vid] == "red":
-            raise Unsupported(f"internal: %{a.vid} ({node.fn}) read through a view in its kernel")
-        at, _ = index_expr(scope.index, consumer, a)
-        key = ("at", a.vid, at)
-        if key in scope.memo:
-            return scope.memo[key]
-        self.tmp += 1
-        mine = self.tmp
-        idx, name = f"i{mine}", f"r{mine}"
-        inner: list[str] = [f"const idx_t {idx} = {at};"]
-        sub = _Scope(scope.space, idx, lines=inner, memo={})
-        inner.append(f"{name} = {self.value(a.vid, sub)};")
-        scope.lines += [f"float {name};", "{", *_indent(inner, 2), "}"]
-        scope.memo[key] = name
-        return name
-
     def pool(self, node: Node, scope: _Scope) -> str:
         """Max/avg pooling window of the output element at the flat index (NC + spatial)."""
         x = node.args[0]
@@ -290,11 +269,9 @@ class _GroupGen:
     def operand(self, a: Use | Const, consumer: Shape, scope: _Scope) -> str:
         if isinstance(a, Const):
             return float_literal(a.value)
-        if a.vid in self.nodes:
-            if a.strided or a.trans:
-                return self.value_at(a, consumer, scope)
+        if a.vid in self.nodes and not (a.strided or a.trans):
             return self.value(a.vid, scope)
-        if a.vid in self.graph.recomputed:
+        if a.vid in self.nodes or a.vid in self.graph.recomputed:
             return self.inline(a, consumer, scope)
         arg = self.arg_of[a.vid]
         if a.strided or a.trans or not arg.ctype.startswith("const float"):
@@ -334,7 +311,11 @@ class _GroupGen:
         return name
 
     def inline(self, a: Use, consumer: Shape, scope: _Scope) -> str:
-        """A recomputed value (a mask, a filled tensor) evaluated at the element `a` reads."""
+        """A value computed where it is read: a recomputed one (a mask, a filled tensor), or one
+        of this kernel's read through a view (Swin's window reverse under its roll's cat).
+
+        At another element than the scope's own, it is computed in a block of its own, with its
+        own names and memo, so that nothing computed at the scope's element is reused there."""
         if a.strided or a.trans:
             at, _ = index_expr(scope.index, consumer, a)
         else:
@@ -342,20 +323,30 @@ class _GroupGen:
         key = ("inline", a.vid, at)
         if key in scope.memo:
             return scope.memo[key]
-        node = self.graph.node(a.vid)
-        assert node is not None
-        self.tmp += 1
-        mine = self.tmp
-        idx = f"i{mine}"
-        scope.lines.append(f"const idx_t {idx} = {at};")
-        sub = _Scope(scope.space, idx, lines=scope.lines, memo=scope.memo)
-        args = [self.operand(x, node.shape, sub) for x in node.args]
-        coords = _coords(idx, node.shape) if EW[node.fn].index else None
-        name = f"r{mine}"
-        expr = _rounded(node, ew_expr(node.fn, args, node.params, coords))
-        scope.lines.append(f"const float {name} = {expr};")
+        mine = self.tmp = self.tmp + 1
+        idx, name = f"i{mine}", f"r{mine}"
+        if at == scope.index:
+            sub = _Scope(scope.space, scope.index, lines=scope.lines, memo=scope.memo)
+            scope.lines.append(f"const float {name} = {self._elementwise(a.vid, sub)};")
+        else:
+            inner = [f"const idx_t {idx} = {at};"]
+            sub = _Scope(scope.space, idx, lines=inner, memo={})
+            inner.append(f"{name} = {self._elementwise(a.vid, sub)};")
+            scope.lines += [f"float {name};", "{", *_indent(inner, 2), "}"]
         scope.memo[key] = name
         return name
+
+    def _elementwise(self, vid: int, scope: _Scope) -> str:
+        """An elementwise value at the scope's element: this kernel's own, or a recomputed one."""
+        if vid in self.nodes:
+            if self.nodes[vid].kind != "ew" or self.g.space[vid] == "red":
+                raise Unsupported(f"internal: %{vid} read through a view in its own kernel")
+            return self.value(vid, scope)
+        node = self.graph.node(vid)
+        assert node is not None
+        args = [self.operand(x, node.shape, scope) for x in node.args]
+        coords = _coords(scope.index, node.shape) if EW[node.fn].index else None
+        return _rounded(node, ew_expr(node.fn, args, node.params, coords))
 
     def read_at(self, u: Use, shape: Shape, index: str, lines: list[str]) -> str:
         """The value of `u` (of logical `shape`) at flat `index`; its loads go to `lines`."""
