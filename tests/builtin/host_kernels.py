@@ -346,23 +346,12 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
             problems.append(f"{k.name}: the launch failed ({rc}: a barrier some thread missed)")
             continue
         for vid, got in outs:
-            want = _storage(env[vid], _ctype_of(got)).reshape(got.shape)
+            want = env[vid].detach().to(got.dtype).reshape(got.shape)
             tol = 1e-5 if got.dtype == torch.float32 else 1e-2
             if not torch.allclose(got.float(), want.float(), tol, tol, equal_nan=True):
                 diff = (got.float() - want.float()).abs().max().item()
                 problems.append(f"{k.name} ({k.group.kind}) writes %{vid} off by {diff:.3g}")
     return problems
-
-
-def _ctype_of(t: Any) -> str:
-    return {
-        "torch.float32": "float",
-        "torch.bfloat16": "__nv_bfloat16",
-        "torch.float16": "__half",
-        "torch.bool": "bool",
-        "torch.int64": "long long",
-        "torch.int32": "int",
-    }[str(t.dtype)]
 
 
 # The tensor-core and async-copy instructions of the flash attention kernel, emulated: an MMA,
