@@ -10,12 +10,10 @@ out="${AREA_OUT:-/tmp/session7-out}"
 mkdir -p "$out"
 start=$(date +%s)
 . "$(dirname "$0")/_steps.sh"
-timeout "$(step 80)" python3 -m pytest -n 8 -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
-  -W ignore -o addopts="--import-mode=importlib" > "$out/attention-tests.txt" 2>&1
+gpu_tests 80 "$out/attention-tests.txt" tests/builtin/test_attention.py
 echo "attention tests rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|Mismatch|Greatest|Error" "$out/attention-tests.txt" | cut -c1-250 | tail -n 30
-timeout "$(step 110)" python3 -m pytest -n 8 -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
-  -q -rA -W ignore -o addopts="--import-mode=importlib" > "$out/families.txt" 2>&1
+gpu_tests 110 "$out/families.txt" tests/real_models/test_gpu_families.py
 echo "families rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$out/families.txt" | cut -c1-250 | tail -n 40
 export STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16

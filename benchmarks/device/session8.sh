@@ -10,9 +10,8 @@ out="${AREA_OUT:-/tmp/session8-out}"
 mkdir -p "$out"
 start=$(date +%s)
 . "$(dirname "$0")/_steps.sh"
-timeout "$(step 100)" python3 -m pytest -n 8 -m gpu tests/real_models/test_gpu_families.py \
-  tests/builtin/test_attention.py -p no:cacheprovider -q -rA -W ignore \
-  -o addopts="--import-mode=importlib" > "$out/gpu-tests.txt" 2>&1
+gpu_tests 100 "$out/gpu-tests.txt" tests/real_models/test_gpu_families.py \
+  tests/builtin/test_attention.py
 echo "families and attention tests rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$out/gpu-tests.txt" | cut -c1-250 | tail -n 40
 grep -E "^E  .*(step|diff|tolerance)" "$out/gpu-tests.txt" | cut -c1-250 | head -n 10

@@ -11,16 +11,14 @@ out="${AREA_OUT:-/tmp/session8b-out}"
 mkdir -p "$out"
 start=$(date +%s)
 . "$(dirname "$0")/_steps.sh"
-timeout "$(step 80)" python3 -m pytest -n 8 -m gpu tests/builtin/test_attention.py -p no:cacheprovider -q -rA \
-  -W ignore -o addopts="--import-mode=importlib" > "$out/attention-tests.txt" 2>&1
+gpu_tests 80 "$out/attention-tests.txt" tests/builtin/test_attention.py
 echo "attention tests rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|Mismatch|Greatest|Error" "$out/attention-tests.txt" | cut -c1-250 | tail -n 30
 timeout "$(step 40)" python3 benchmarks/l3program_speed.py benchmarks/attention/*.py --jobs 4 --runs 20 \
   --json "$out/attention.json" > "$out/attention-speed.txt" 2>&1
 echo "attention alone rc=$? ($(since))"
 grep -E "correct=|vs eager|geomean|Error" "$out/attention-speed.txt" | cut -c1-250 | tail -n 12
-timeout "$(step 80)" python3 -m pytest -n 8 -m gpu tests/real_models/test_gpu_families.py -p no:cacheprovider \
-  -q -rA -W ignore -o addopts="--import-mode=importlib" -k "bfloat16 or swin" > "$out/families.txt" 2>&1
+gpu_tests 80 "$out/families.txt" tests/real_models/test_gpu_families.py -k "bfloat16 or swin"
 echo "families rc=$? ($(since))"
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|^E  .*step" "$out/families.txt" | cut -c1-250 | tail -n 30
 export STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16
