@@ -17,11 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.builtin.helpers import import_path
-from tests.builtin.host_kernels import check_program, nvcc_include
+from tests.builtin.host_kernels import check_program, nvcc_include, seeded_problem
 
 
 def main() -> int:
@@ -38,11 +35,8 @@ def main() -> int:
     for f in files:
         start = time.perf_counter()
         try:
-            mod = import_path(f, f"sweep_{f.stem}")
-            torch.manual_seed(0)
-            model = mod.Model(*mod.get_init_inputs()).eval()
-            torch.manual_seed(1)
-            problems = check_program(f, model, list(mod.get_inputs()), include)
+            model, inputs = seeded_problem(f, f"sweep_{f.stem}")
+            problems = check_program(f, model, inputs, include)
             status = "ok" if not [p for p in problems if not p.startswith("skipped")] else "off"
         except Exception as exc:  # a model the capture refuses is not this sweep's business
             problems, status = [f"{type(exc).__name__}: {str(exc)[:200]}"], "not run"

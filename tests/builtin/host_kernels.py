@@ -297,6 +297,19 @@ def _storage(t: Any, ctype: str) -> Any:
     return t.detach().to(dtype).contiguous().clone()
 
 
+def seeded_problem(path: Path, name: str) -> tuple[Any, list[Any]]:
+    """A problem's model (eval mode) and inputs, seeded as the sweep and the tests both use."""
+    import torch
+
+    from .helpers import import_path
+
+    mod = import_path(path, name)
+    torch.manual_seed(0)
+    model = mod.Model(*mod.get_init_inputs()).eval()
+    torch.manual_seed(1)
+    return model, list(mod.get_inputs())
+
+
 def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> list[str]:
     """Every pointwise, reduction and scan launcher of the builtin coder's program for `path`,
     run on the CPU from the captured graph's values: the outputs that differ from the graph's

@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .helpers import import_path
-from .host_kernels import check_program, nvcc_include
+from .host_kernels import check_program, nvcc_include, seeded_problem
 from .test_program import WINDOW_ROLL
 
 torch = pytest.importorskip("torch")
 INCLUDE = nvcc_include()
 pytestmark = pytest.mark.skipif(INCLUDE is None, reason="needs nvcc's CUDA headers and g++")
 SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "real_models"
-
-
-def _problem(path: Path, name: str) -> tuple[Any, list[Any]]:
-    mod = import_path(path, name)
-    torch.manual_seed(0)
-    model = mod.Model(*mod.get_init_inputs()).eval()
-    torch.manual_seed(1)
-    return model, list(mod.get_inputs())
 
 
 NORMS = """
@@ -65,7 +55,7 @@ def test_reductions_are_checked_through_their_warp_and_block_combining(
 
     path = tmp_path / "norms.py"
     path.write_text(NORMS)
-    model, inputs = _problem(path, "host_norms")
+    model, inputs = seeded_problem(path, "host_norms")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
     broken = host_kernels.PREAMBLE.replace("a.m2 + b.m2 + d * d * a.n * fb", "a.m2 + b.m2")
     assert broken != host_kernels.PREAMBLE
@@ -79,7 +69,7 @@ def test_the_roll_of_a_window_reverse(tmp_path: Path) -> None:
     codegen's `value_at`; this comparison fails before that fix."""
     path = tmp_path / "window_roll.py"
     path.write_text(WINDOW_ROLL)
-    model, inputs = _problem(path, "host_window_roll")
+    model, inputs = seeded_problem(path, "host_window_roll")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
 
 
@@ -113,7 +103,7 @@ def test_library_models_pointwise_kernels(
     monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
     monkeypatch.setenv("STITCH_MODEL_DTYPE", dtype)
     path = SUITE / f"{name}.py"
-    model, inputs = _problem(path, f"host_{name}_{dtype}")
+    model, inputs = seeded_problem(path, f"host_{name}_{dtype}")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
 
 
@@ -131,5 +121,5 @@ def test_flash_attention_on_the_cpu(tmp_path: Path, name: str) -> None:
     from .test_attention import CASES
 
     path = write_problem(tmp_path, name, CASES[name][0])
-    model, inputs = _problem(path, f"host_attn_{name}")
+    model, inputs = seeded_problem(path, f"host_attn_{name}")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
