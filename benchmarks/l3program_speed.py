@@ -12,7 +12,9 @@ L2 flushed before each run, median of N):
                   would not);
   plain           our candidate with STITCH_CUDA_GRAPH=0 (every launch from the host);
   compile         torch.compile (default mode), only with --compile (slow to build);
-  compile_ro      torch.compile(mode="reduce-overhead"), likewise.
+  compile_ro      torch.compile(mode="reduce-overhead"), likewise. `--compile-jobs N` builds
+                  both first in N processes, so the timed run takes them from Inductor's
+                  on-disk caches.
 
 The tolerance is KernelBench's for the problem's dtype: 1e-4 for float32, 1e-2 where the
 reference's floating inputs or parameters are bfloat16 or float16. PATHS are problem folders
@@ -214,6 +216,52 @@ def generate_all(files: list[Path], jobs: int) -> dict[Path, Any]:
         return dict(zip(files, ex.map(_generate_one, files), strict=True))
 
 
+def _warm_compile(f: Path) -> str:
+    """Compile one problem's reference in both modes and run it once, in a child process, so
+    that the timed run's builds come from Inductor's caches (shared on disk)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        ref = _import(f, f"warm_{f.stem}")
+        torch.manual_seed(42)
+        model = ref.Model(*ref.get_init_inputs()).cuda()
+        torch.manual_seed(0)
+        inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
+    except Exception as exc:
+        return f"{f.stem} not warmed: {type(exc).__name__}: {exc}"[:200]
+    notes = []
+    for mode in ("default", "reduce-overhead"):
+        try:
+            torch._dynamo.reset()
+            with torch.no_grad():
+                for _ in range(2):
+                    torch.compile(model, mode=mode)(*inputs)
+            torch.cuda.synchronize()
+        except Exception as exc:  # the timed run records it
+            notes.append(f"{mode}: {type(exc).__name__}")
+    return f"{f.stem} warmed {', '.join(notes) or 'ok'}"
+
+
+def warm_compile_all(files: list[Path], jobs: int, seconds: float) -> None:
+    """torch.compile's builds for every problem in `jobs` spawned processes, before timing;
+    after `seconds` the rest is left to the timed run (which then builds them itself)."""
+    import multiprocessing
+    import time
+
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(max(1, 16 // jobs)))
+    deadline = time.monotonic() + seconds
+    pool = multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=1)
+    try:
+        results = pool.imap_unordered(_warm_compile, files)
+        for _ in files:
+            print(results.next(timeout=max(1.0, deadline - time.monotonic())), flush=True)
+    except multiprocessing.TimeoutError:
+        print(f"compile warm-up stopped after {seconds:.0f} s", flush=True)
+    finally:
+        pool.terminate()
+        pool.join()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("paths", nargs="+", type=Path, help="problem folders or files")
@@ -222,6 +270,15 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument(
         "--compile", action="store_true", help="also time torch.compile and reduce-overhead"
+    )
+    ap.add_argument(
+        "--compile-jobs",
+        type=int,
+        default=0,
+        help="with --compile: build torch.compile's programs in this many processes first",
+    )
+    ap.add_argument(
+        "--compile-warm-seconds", type=float, default=300, help="time limit of that warm-up"
     )
     ap.add_argument("--json")
     ap.add_argument(
@@ -237,6 +294,10 @@ def main() -> int:
         done = {r["problem"] for r in rows}
         files = [f for f in files if f.stem not in done]
     cands = generate_all(files, args.jobs)
+    if args.compile and args.compile_jobs > 0:
+        warm_compile_all(
+            [f for f in files if cands[f].handled], args.compile_jobs, args.compile_warm_seconds
+        )
     prebuild([c.source for c in cands.values() if c.source], 14)
     flush = L2Flusher(torch.device("cuda"))
     tmp = Path(tempfile.mkdtemp())
@@ -269,7 +330,11 @@ def main() -> int:
         print(
             f"{f.stem}: correct={row['correct']} mode={row['mode']} eager {row['eager_ms']:.3f} "
             f"eager_graph {row.get('eager_graph_ms', float('nan')):.3f} ours {row['ours_ms']:.3f} "
-            f"(replay {row['graph_ms']:.3f}, plain {row['plain_ms']:.3f}) ms; "
+            f"(replay {row['graph_ms']:.3f}, plain {row['plain_ms']:.3f})"
+            + "".join(
+                f" {k[:-3]} {row[k]:.3f}" for k in ("compile_ms", "compile_ro_ms") if k in row
+            )
+            + " ms; "
             f"vs eager {row['speedup_vs_eager']:.2f}x, vs best {row['speedup_vs_best']:.2f}x, "
             f"graph gain {row['graph_vs_plain']:.2f}x, rule chose the faster: "
             f"{row['rule_chose_faster']}"
