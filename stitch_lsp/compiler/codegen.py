@@ -128,7 +128,8 @@ class Arg:
 
     @property
     def reduced(self) -> bool:
-        """A bf16 or fp16 tensor: converted at each load and store, never read as float4."""
+        """A bf16 or fp16 tensor: converted at each load and store; four at a time by st_ld4 and
+        st_st4 (8 bytes) where float tensors use float4."""
         return any(t in self.ctype for t in REDUCED_CTYPES.values())
 
     def load(self, offset: str) -> str:
@@ -274,7 +275,7 @@ class _GroupGen:
         if a.vid in self.nodes or a.vid in self.graph.recomputed:
             return self.inline(a, consumer, scope)
         arg = self.arg_of[a.vid]
-        if a.strided or a.trans or not arg.ctype.startswith("const float"):
+        if a.strided or a.trans or not (arg.ctype.startswith("const float") or arg.reduced):
             return self.load_strided(a, consumer, scope)
         offset, identity = bcast_offset(scope.index, consumer, a.shape)
         key = (arg.name, offset)
@@ -285,7 +286,7 @@ class _GroupGen:
                 scope.vec_loads[arg.name] = f"q_{arg.name}{scope.sfx}"
             expr = f"reinterpret_cast<const float*>(&q_{arg.name}{scope.sfx})[l]"
         else:
-            expr = f"__ldg({arg.name} + {offset})" if arg.role == "in" else f"{arg.name}[{offset}]"
+            expr = arg.load(offset)
         name = f"x{len(scope.memo)}_{arg.name}"
         scope.lines.append(f"const float {name} = {expr};")
         scope.memo[key] = name
@@ -472,8 +473,11 @@ class _GroupGen:
             outs.append(arg.name)
         if not lane:
             return [], [f"const idx_t f = {base};", *scope.lines], []
+        reduced = {a.name for a in self.arg_of.values() if a.reduced}
         pre = [
-            f"const float4 {q} = *reinterpret_cast<const float4*>({name} + {base});"
+            f"const float4 {q} = st_ld4({name} + {base});"
+            if name in reduced
+            else f"const float4 {q} = *reinterpret_cast<const float4*>({name} + {base});"
             for name, q in scope.vec_loads.items()
         ]
         pre += [f"float o_{name}{sfx}[4];" for name in outs]
@@ -485,7 +489,9 @@ class _GroupGen:
             "}",
         ]
         post = [
-            f"*reinterpret_cast<float4*>({name} + {base}) = "
+            f"st_st4({name} + {base}, {', '.join(f'o_{name}{sfx}[{i}]' for i in range(4))});"
+            if name in reduced
+            else f"*reinterpret_cast<float4*>({name} + {base}) = "
             f"make_float4(o_{name}{sfx}[0], o_{name}{sfx}[1], o_{name}{sfx}[2], o_{name}{sfx}[3]);"
             for name in outs
         ]
@@ -1076,8 +1082,6 @@ class Codegen:
     def _launcher(self, g: Group, args: list[Arg], launch: list[str]) -> str:
         params = ", ".join(f"{a.ctype.replace(' __restrict__', '')} {a.name}" for a in args)
         ptrs = " && ".join(f"stitch_aligned16({a.name})" for a in args) or "true"
-        if any(a.reduced for a in args):
-            ptrs = "false"  # bf16/fp16 operands: scalar loads and stores (float4 reads 4 floats)
         counts = [
             next(a.name for a in args if a.vid == s.uses[4].vid)
             for s in g.sinks

@@ -218,6 +218,34 @@ template <> __device__ __forceinline__ __half st_to<__half>(float x) { return __
 template <typename T> __device__ __forceinline__ float st_round(float x) {
   return st_f(st_to<T>(x));
 }
+// Four consecutive values in one 8-byte access (the pointer 8-byte aligned), as float4 does
+// for float: the vector path of the pointwise and row kernels.
+__device__ __forceinline__ float4 st_ld4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ float4 st_ld4(const __half* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void st_st4(__nv_bfloat16* p, float a, float b, float c, float d) {
+  __nv_bfloat162 lo = __floats2bfloat162_rn(a, b), hi = __floats2bfloat162_rn(c, d);
+  uint2 u;
+  u.x = *reinterpret_cast<unsigned int*>(&lo);
+  u.y = *reinterpret_cast<unsigned int*>(&hi);
+  *reinterpret_cast<uint2*>(p) = u;
+}
+__device__ __forceinline__ void st_st4(__half* p, float a, float b, float c, float d) {
+  __half2 lo = __floats2half2_rn(a, b), hi = __floats2half2_rn(c, d);
+  uint2 u;
+  u.x = *reinterpret_cast<unsigned int*>(&lo);
+  u.y = *reinterpret_cast<unsigned int*>(&hi);
+  *reinterpret_cast<uint2*>(p) = u;
+}
 """
 
 CUBLAS_PREAMBLE = r"""
