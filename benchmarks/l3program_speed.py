@@ -280,6 +280,13 @@ def main() -> int:
     ap.add_argument(
         "--compile-warm-seconds", type=float, default=300, help="time limit of that warm-up"
     )
+    ap.add_argument(
+        "--without-rewrite",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="generate without this catalogue entry (compiler/rewrites.py), to time what it buys",
+    )
     ap.add_argument("--json")
     ap.add_argument(
         "--resume", action="store_true", help="keep the rows already in --json and skip them"
@@ -293,6 +300,12 @@ def main() -> int:
         rows = json.loads(Path(args.json).read_text())
         done = {r["problem"] for r in rows}
         files = [f for f in files if f.stem not in done]
+    if args.without_rewrite:  # before the generator processes fork
+        from stitch_lsp.compiler import rewrites
+
+        rewrites.CATALOGUE = tuple(
+            r for r in rewrites.CATALOGUE if r.name not in set(args.without_rewrite)
+        )
     cands = generate_all(files, args.jobs)
     if args.compile and args.compile_jobs > 0:
         warm_compile_all(

@@ -353,12 +353,18 @@ def _conv_stage(graph: Graph, var: dict[int, str], i: int, g: Group) -> Stage:
             f"{p['padding']!r}, {p['output_padding']}, {p['groups']}, {p['dilation']})"
         )
     else:
+        xs = _ref(graph, var, x)
+        if p.get("channels_last"):  # NHWC in, NHWC out: cuDNN takes the tensor as it lies
+            xs = f"{xs}.permute(0, 3, 1, 2)"
         call = (
-            f"F.{fn}({_ref(graph, var, x)}, {_ref(graph, var, w)}, None, {p['stride']}, "
+            f"F.{fn}({xs}, {_ref(graph, var, w)}, None, {p['stride']}, "
             f"{p['padding']!r}, {p['dilation']}, {p['groups']})"
         )
+        if p.get("channels_last"):
+            call += ".permute(0, 2, 3, 1)"
+    where = "channels-last, " if p.get("channels_last") else ""
     st.lines.append(
-        f"# stage {i}: {node.origin}: cuDNN through PyTorch; its bias goes in our kernel"
+        f"# stage {i}: {node.origin}: cuDNN through PyTorch ({where}its bias goes in our kernel)"
     )
     st.lines.append(f"t{node.vid} = {call}.contiguous()")
     var[node.vid] = f"t{node.vid}"

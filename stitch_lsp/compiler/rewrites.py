@@ -509,6 +509,20 @@ def _pool_before_pointwise_conv(graph: Graph) -> list[Applied]:
     return out
 
 
+def _channels_last(graph: Graph) -> list[Applied]:
+    """Convolutions that read an NHWC storage as NCHW run channels-last, and elementwise ops
+    between them follow their operands' storage order (relayout.py): exact, only where values
+    lie changes."""
+    from stitch_lsp.compiler.relayout import channels_last
+
+    made = channels_last(graph)
+    return [
+        Applied("channels_last", n.origin, {n.vid})
+        for n in made
+        if n.kind == "conv" and n in graph.nodes
+    ]
+
+
 CATALOGUE: tuple[Rewrite, ...] = (
     Rewrite("self_add_as_scale", "x + x = 2 x", _self_add_as_scale),
     Rewrite(
@@ -526,6 +540,11 @@ CATALOGUE: tuple[Rewrite, ...] = (
         "pool_before_pointwise_conv",
         "avg_pool(conv1x1(z)) = conv1x1(avg_pool(z))",
         _pool_before_pointwise_conv,
+    ),
+    Rewrite(
+        "channels_last",
+        "conv(permute(x)) = permute(conv_nhwc(x)); f(permute(a), ...) = permute(f(a, ...))",
+        _channels_last,
     ),
 )
 

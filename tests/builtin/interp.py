@@ -164,9 +164,12 @@ def run_graph_env(
                     p["dilation"],
                 )
             else:
+                x = args[0].permute(0, 3, 1, 2) if p.get("channels_last") else args[0]
                 out = getattr(F, n.fn)(
-                    args[0], w, None, p["stride"], p["padding"], p["dilation"], p["groups"]
+                    x, w, None, p["stride"], p["padding"], p["dilation"], p["groups"]
                 )
+                if p.get("channels_last"):
+                    out = out.permute(0, 2, 3, 1)
         elif n.kind == "attn":  # the flash kernel: fp32 math on the stored bf16/fp16 values
             q, k, v, *mask = args
             m = mask[0] if mask else None

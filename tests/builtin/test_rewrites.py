@@ -94,7 +94,9 @@ def _check(tmp_path: Path, name: str, source: str, rewrite: str, exact: bool = F
     path = write_problem(tmp_path, name, source)
     graph, applied, before = _rewritten(path, (rewrite,))
     assert [a.name for a in applied] and {a.name for a in applied} == {rewrite}, applied
-    if rewrite != "sum_before_linear":  # that one trades a GEMM for three cheap nodes
+    # sum_before_linear trades a GEMM for three cheap nodes; channels_last may copy an image
+    # to NHWC once to save a transposing pass per block.
+    if rewrite not in ("sum_before_linear", "channels_last"):
         assert len(graph.nodes) <= before
     err64, scale = _max_error(path, graph, torch.float64)
     assert err64 <= 1e-12 * max(scale, 1.0), (err64, scale)
@@ -334,3 +336,123 @@ def test_rewritten_test_problems_stay_faithful(tmp_path: Path) -> None:
             err, scale = _max_error(path, graph, torch.float32)
             assert err <= 1e-4 * max(scale, 1.0), (name, applied, err, scale)
     assert "pool_before_pointwise_conv" in fired, fired
+
+
+_CONVNEXT_BLOCK = model(
+    "self.stem = nn.Conv2d(3, 8, 2, stride=2)\n"
+    "self.norm0 = nn.LayerNorm(8)\n"
+    "self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)\n"
+    "self.norm = nn.LayerNorm(8)\n"
+    "self.fc1 = nn.Linear(8, 32)\n"
+    "self.fc2 = nn.Linear(32, 8)\n"
+    "self.gamma = nn.Parameter(torch.rand(8) + 0.5)\n"
+    "self.down = nn.Conv2d(8, 16, 2, stride=2)",
+    "x = self.stem(x)\n"
+    "x = self.norm0(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)\n"
+    "y = self.dw(x).permute(0, 2, 3, 1)\n"
+    "y = self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(y))))\n"
+    "x = x + (self.gamma * y).permute(0, 3, 1, 2)\n"
+    "return self.down(x)",
+    "torch.randn(2, 3, 12, 12)",
+)
+
+
+def _strided_reads(graph: Any) -> list[str]:
+    return [
+        f"{n.kind}.{n.fn} reads %{u.vid} {u.strides}"
+        for n in graph.nodes
+        for u in n.uses
+        if u.strided and u.vid not in graph.leaves
+    ]
+
+
+def test_convnext_block_runs_channels_last(tmp_path: Path) -> None:
+    """A ConvNeXt block (LayerNorm2d, depthwise convolution, channels-last MLP, layer scale,
+    residual): every convolution runs channels-last, and the norms, the layer scale and the
+    residual read their inputs in order; before, each permute was a strided read."""
+    path = write_problem(tmp_path, "convnext_block", _CONVNEXT_BLOCK)
+    from stitch_lsp.compiler.worker.capture import capture
+
+    before = _strided_reads(capture(path))
+    assert len(before) >= 4, before
+    graph = _check(tmp_path, "convnext_block", _CONVNEXT_BLOCK, "channels_last", exact=True)
+    convs = [n for n in graph.nodes if n.kind == "conv"]
+    assert len(convs) == 3 and all(n.params.get("channels_last") for n in convs)
+    # The image is copied to NHWC once, and the returned NCHW value is read from the last
+    # convolution's NHWC output; nothing else reads through a permute.
+    (last,) = _strided_reads(graph)
+    assert last.startswith(f"ew.add reads %{convs[-1].vid} "), last
+    assert graph.outputs[0].vid == graph.nodes[-1].vid and graph.nodes[-1].fn == "add"
+    copies = [n for n in graph.nodes if n.fn == "identity"]
+    assert len(copies) == 1 and copies[0].uses[0].vid in graph.leaves
+
+
+def test_channels_last_stays_out_of_nchw_models(tmp_path: Path) -> None:
+    """A model that never reads NCHW as NHWC (a ResNet-style conv, norm, pool) keeps NCHW."""
+    src = model(
+        "self.conv = nn.Conv2d(3, 8, 3, padding=1)\nself.bn = nn.BatchNorm2d(8)",
+        "return torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2)",
+        "torch.randn(2, 3, 8, 8)",
+    )
+    graph, applied, _ = _rewritten(write_problem(tmp_path, "nchw", src))
+    assert "channels_last" not in {a.name for a in applied}
+    assert not any(n.params.get("channels_last") for n in graph.nodes)
+
+
+def test_channels_last_keeps_a_reader_that_needs_nchw(tmp_path: Path) -> None:
+    """A convolution whose output a max pool reads stays NCHW (a pool reads its input in
+    order), while the convolution after the channels-last norm still goes channels-last."""
+    src = model(
+        "self.a = nn.Conv2d(3, 8, 3, padding=1)\nself.norm = nn.LayerNorm(8)\n"
+        "self.b = nn.Conv2d(8, 8, 3, padding=1)",
+        "x = torch.nn.functional.max_pool2d(self.a(x), 2)\n"
+        "x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)\n"
+        "return self.b(x)",
+        "torch.randn(2, 3, 8, 8)",
+    )
+    graph = _check(tmp_path, "pool_reader", src, "channels_last", exact=True)
+    convs = {n.params.get("channels_last", False) for n in graph.nodes if n.kind == "conv"}
+    assert convs == {False, True}
+
+
+def test_relayout_re_expresses_reads_in_the_new_storage() -> None:
+    """A read of the old storage (plain, reshaped, permuted, sliced) reads the same elements of
+    the new one; a reshape that strides cannot express is refused."""
+    import itertools
+    import math
+
+    from stitch_lsp.compiler import layout
+    from stitch_lsp.compiler.ir import Use
+    from stitch_lsp.compiler.relayout import moved_use, permutation_of
+
+    old = (2, 3, 4, 5)  # NCHW, stored contiguously
+    perm = (0, 3, 1, 2)  # dim i of old lies at dim perm[i] of the new storage (NHWC)
+    new_shape = tuple(old[perm.index(j)] for j in range(4))
+    cs = layout.contiguous_strides(new_shape)
+    strides = tuple(cs[perm[i]] for i in range(4))
+    flat_old = torch.arange(math.prod(old)).reshape(old)
+    flat_new = flat_old.permute(0, 2, 3, 1).contiguous().reshape(-1)
+
+    def read(u: Use, storage: Any) -> Any:
+        st = layout.strides_of(u)
+        return storage.reshape(-1).as_strided(u.shape, st, u.offset)
+
+    uses = [
+        Use(1, old),
+        Use(1, (2, 3, 20)),
+        layout.permute(Use(1, old), (0, 2, 3, 1)),
+        layout.slice_(Use(1, old), 2, 1, 3),
+        layout.select(Use(1, old), 1, 2),
+        layout.expand(layout.unsqueeze(layout.select(Use(1, old), 2, 1), 2), old),
+    ]
+    for u in uses:
+        m = moved_use(u, old, 2, strides)
+        assert m is not None, u
+        assert torch.equal(read(m, flat_new), read(u, flat_old)), u
+    for shape in ((2, 60), (6, 20)):  # C*H*W and N*C are no runs in NHWC
+        assert moved_use(Use(1, shape), old, 2, strides) is None
+    # permutation_of finds the storage a permuted read walks.
+    for p in itertools.permutations(range(3)):
+        u = layout.permute(Use(1, (2, 3, 4)), p)
+        found = permutation_of(u, 24)
+        assert (found is None) == (p == (0, 1, 2))

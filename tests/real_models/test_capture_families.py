@@ -47,11 +47,13 @@ def _run(
     model, since the decode step writes its cache."""
     import torch
 
+    from stitch_lsp.compiler.rewrites import apply_rewrites
     from stitch_lsp.compiler.worker.capture import capture
 
     monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
     monkeypatch.setenv("STITCH_MODEL_DTYPE", dtype)
     graph = capture(path)
+    apply_rewrites(graph)  # the graph the program runs (channels-last ConvNeXt and Swin)
     mod = import_path(path, f"family_{path.stem}_{dtype}")
     torch.manual_seed(0)
     model = mod.Model(*mod.get_init_inputs()).eval()
