@@ -515,12 +515,12 @@ def _channels_last(graph: Graph) -> list[Applied]:
     lie changes."""
     from stitch_lsp.compiler.relayout import channels_last
 
-    made = channels_last(graph)
-    return [
-        Applied("channels_last", n.origin, {n.vid})
-        for n in made
-        if n.kind == "conv" and n in graph.nodes
-    ]
+    convs = [n for n in channels_last(graph) if n.kind == "conv" and n in graph.nodes]
+    if not convs:
+        return []
+    sites = ", ".join(dict.fromkeys(n.origin for n in convs))
+    count = f"{len(convs)} convolution{'s' if len(convs) > 1 else ''}"
+    return [Applied("channels_last", f"{count} run NHWC ({sites})", {n.vid for n in convs})]
 
 
 CATALOGUE: tuple[Rewrite, ...] = (
