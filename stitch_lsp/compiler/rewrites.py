@@ -169,9 +169,27 @@ def _affine(n: Node) -> tuple[Use, float, float] | None:
     return None
 
 
+# Ops whose result jumps where their operand crosses a value (an integer, another operand): a
+# reassociated operand, one rounding step off, can land on the other side.
+_STEPS = frozenset({"floor", "ceil", "trunc", "sign", "eq", "ne", "lt", "le", "gt", "ge", "where"})
+
+
+def _feeds_a_step(graph: Graph, vid: int, users: dict[int, list[Node]], depth: int = 6) -> bool:
+    """Whether `vid` reaches a step function, an integer result or a PyTorch fallback (a cast
+    to long, as T5's relative-position buckets take) through elementwise ops."""
+    for r in users.get(vid, []):
+        if r.kind == "aten" or (r.kind == "ew" and (r.fn in _STEPS or r.dtype == "int64")):
+            return True
+        if r.kind == "ew" and depth and _feeds_a_step(graph, r.vid, users, depth - 1):
+            return True
+    return False
+
+
 def _affine_chain(graph: Graph) -> list[Applied]:
     """A run of tensor-constant mul/div/add/sub ops is one affine map x * k + m: at most two
-    ops instead of the run's length (`(x / 2) * 1.5` is `x * 0.75`)."""
+    ops instead of the run's length (`(x / 2) * 1.5` is `x * 0.75`). Not where the result
+    reaches a step (floor, a comparison, a cast to an integer): the folded constant rounds
+    differently, and at a step one rounding step is a whole bucket."""
     users = _users(graph)
     out = []
     done: set[int] = set()
@@ -193,7 +211,7 @@ def _affine_chain(graph: Graph) -> list[Applied]:
             k, m = k * step[1], m * step[1] + step[2]
         done |= {n.vid for n in chain}
         needed = int(k != 1.0) + int(m != 0.0)
-        if needed >= len(chain):
+        if needed >= len(chain) or _feeds_a_step(graph, chain[-1].vid, users):
             continue
         last = chain[-1]
         if needed == 2:

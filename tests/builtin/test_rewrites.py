@@ -149,6 +149,36 @@ def test_chain_read_twice_is_left_alone(tmp_path: Path) -> None:
     assert apply_rewrites(graph, ("affine_chain",)) == []
 
 
+def test_chain_that_reaches_a_step_is_left_alone(tmp_path: Path) -> None:
+    """(x / 7) * 7 folds to x, but in float32 the reference's two steps give 30.999998 for
+    x = 31, so floor gives 30 where the folded chain gives 31. A chain that reaches a floor, a
+    comparison or a cast to an integer (T5's relative-position buckets: log, a scale, then
+    .to(torch.long)) keeps the reference's steps, and so its values bit for bit."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    x = torch.tensor([31.0])
+    assert int(torch.floor(x / 7.0 * 7.0)) == 30  # the hazard, in float32
+    for name, tail in (
+        ("floor", "return torch.floor(y)"),
+        ("cast", "return y.to(torch.long)"),
+        ("compare", "return (y >= 31.0).float()"),
+    ):
+        src = model("", f"y = x / 7.0 * 7.0\n{tail}", "torch.arange(1.0, 65.0).reshape(8, 8)")
+        path = write_problem(tmp_path, f"step_{name}", src)
+        graph = capture(path)
+        assert "affine_chain" not in {a.name for a in apply_rewrites(graph)}, name
+        got = _graph_values(path, graph, torch.float32)
+        want = _outputs(
+            import_path(path, f"ref_step_{name}").Model()(torch.arange(1.0, 65.0).reshape(8, 8))
+        )
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True)), name
+    # Without the step the chain still folds.
+    src = model("", "return x / 7.0 * 7.0 + 1.0", "torch.randn(4, 6)")
+    graph = capture(write_problem(tmp_path, "no_step", src))
+    assert "affine_chain" in {a.name for a in apply_rewrites(graph)}
+
+
 def test_scale_moves_past_a_sum(tmp_path: Path) -> None:
     """14_Gemm_Divide_Sum_Scaling: `x / 2` before `torch.sum(x, dim=1)`."""
     src = model(
