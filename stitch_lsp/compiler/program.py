@@ -457,8 +457,64 @@ def _kernel_stage(
                 )
             var[a.vid] = key
         ptrs.append(f"{var[a.vid]}.data_ptr()")
-    st.lines.append(f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})")
+    call = f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})"
+    if g.kind == "attention" and vendor_attention(graph):
+        st.lines += _attention_choice(graph, var, g, k, call)
+    else:
+        st.lines.append(call)
     return st
+
+
+def vendor_attention(graph: Graph) -> bool:
+    """Whether attention may also run as PyTorch's sdpa (timed against ours per site): in a
+    model whose GEMMs or convolutions stay on cuBLAS and cuDNN and whose other work (norms,
+    activations, residuals) runs in our kernels. Where the reference is heavy ops alone
+    (projections and attention), the library would do the whole problem, which the static
+    checks and the Verifier reject, so the program's own kernel runs."""
+    heavy = {n.vid for n in graph.nodes if n.kind in ("gemm", "conv", "attn")}
+    if not any(n.kind in ("gemm", "conv") for n in graph.nodes):
+        return False
+    for n in graph.nodes:
+        if n.kind in ("reduce", "pool", "scan"):
+            return True
+        if n.kind != "ew" or n.fn == "identity":
+            continue
+        bias = (
+            n.fn == "add"
+            and any(u.vid in heavy for u in n.uses)
+            and any(u.vid in graph.leaves for u in n.uses)
+        )
+        if not bias:
+            return True
+    return False
+
+
+def _attention_choice(
+    graph: Graph, var: dict[int, str], g: Group, k: GroupKernel, call: str
+) -> list[str]:
+    """Our flash kernel or PyTorch's sdpa into the same output, whichever the first call
+    times faster (stitch_lsp.runtime.choice)."""
+    node = g.nodes[0]
+    p = node.params
+    q, kk, v, *mask = node.uses
+    refs = [_operand_ref(graph, var, u) for u in (q, kk, v)]
+    extra = [f"scale={float(p['scale'])!r}"]  # type: ignore[arg-type]
+    if p.get("causal"):
+        extra.append("is_causal=True")
+    if mask:
+        m = _operand_ref(graph, var, mask[0])
+        if p.get("mask") == "bool" and not m.endswith(".ne(0)"):
+            m = f"{m}.bool()"
+        extra.append(f"attn_mask={m}")
+    if q.shape[1] != kk.shape[1]:
+        extra.append("enable_gqa=True")
+    out = var[node.vid]
+    sdpa = f"F.scaled_dot_product_attention({', '.join(refs + extra)})"
+    return [
+        f"choice.run({k.name!r},",
+        f"           lambda: {call},",
+        f"           lambda: {out}.copy_({sdpa}.transpose(1, 2)))",
+    ]
 
 
 def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
@@ -470,6 +526,8 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     body: list[str] = []
     if slot:
         body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
+    if vendor_attention(graph) and any(g.kind == "attention" for g in groups):
+        body.append("choice = _choice(self)  # per attention site: our kernel or sdpa, timed")
     for leaf in graph.leaves.values():
         if leaf.kind == "factory":
             body.append(
@@ -526,6 +584,10 @@ def execution_note(program: Program) -> list[str]:
     if "aten" in kinds:
         lines.append("PyTorch fallbacks run as the ATen calls the trace recorded, on the same")
         lines.append("stream and under the same graph; their results are fresh PyTorch tensors.")
+    if any("choice.run(" in ln for st in program.stages for ln in st.lines):
+        lines.append("Attention: each site runs our flash kernel or PyTorch's sdpa (cuDNN or")
+        lines.append("FlashAttention), whichever the warm-up call times faster (the vendor only")
+        lines.append("below 0.9x of ours); model._stitch_choice.picked and .times_ms say which.")
     return lines
 
 
@@ -558,6 +620,7 @@ def candidate_source(
     ]
     extra_imports = [s for s in imports if s.strip() not in std_imports]
     program = build_program(graph, groups, cg)
+    chooses = vendor_attention(graph) and any(g.kind == "attention" for g in groups)
     names = {k.group.gid: k for k in cg.kernels}
     stage_doc = []
     for st in program.stages:
@@ -591,6 +654,7 @@ def candidate_source(
         "",
         "from stitch_lsp.runtime import check_launch, load_cuda",
         "from stitch_lsp.runtime.graph import Arena, GraphRunner",
+        *(["from stitch_lsp.runtime.choice import TimedChoice"] if chooses else []),
         *extra_imports,
         conv_note,
         f"CUDA_SOURCE = r'''{cuda}'''",
@@ -618,6 +682,19 @@ def candidate_source(
         "    return _lib",
         "",
         "",
+        *(
+            [
+                "def _choice(model):",
+                '    choice = model.__dict__.get("_stitch_choice")',
+                "    if choice is None:",
+                '        choice = model.__dict__["_stitch_choice"] = TimedChoice()',
+                "    return choice",
+                "",
+                "",
+            ]
+            if chooses
+            else []
+        ),
         "def _arena(model):",
         '    arena = model.__dict__.get("_stitch_arena")',
         "    if arena is None:",

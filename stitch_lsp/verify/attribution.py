@@ -87,6 +87,12 @@ _CONV_OPS = frozenset(
      "_conv_depthwise2d", "conv_depthwise3d", "slow_conv_dilated2d", "slow_conv_dilated3d",
      "thnn_conv2d"}
 )  # fmt: skip
+_ATTENTION_OPS = frozenset(
+    {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+     "_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_forward",
+     "_efficient_attention_forward", "_scaled_dot_product_attention_math"}
+)  # fmt: skip
 
 
 def kernel_names(sources: Iterable[str]) -> set[str]:
@@ -128,12 +134,15 @@ def classify(name: str, own: set[str] | frozenset[str]) -> str:
 
 
 def heavy_family(op: str) -> str | None:
-    """gemm or conv for an ATen operator of that family (`aten.addmm.default` -> gemm)."""
+    """gemm, conv or attention for an ATen operator of that family (`aten.addmm.default` ->
+    gemm, `aten._scaled_dot_product_flash_attention.default` -> attention)."""
     packet = op.removeprefix("aten.").removeprefix("aten::").split(".", 1)[0]
     if packet in _GEMM_OPS:
         return "gemm"
     if packet in _CONV_OPS:
         return "conv"
+    if packet in _ATTENTION_OPS:
+        return "attention"
     return None
 
 
@@ -149,8 +158,9 @@ def compute_ops(ops: Iterable[str]) -> list[str]:
 
 
 def heavy_alone(ops: Iterable[str]) -> str | None:
-    """`gemm` or `conv` (or `conv+gemm`) when every operator the reference computes with is a
-    GEMM or a convolution: the reference is that heavy op alone. None otherwise."""
+    """`gemm`, `conv` or `attention` (or a `+` of them) when every operator the reference
+    computes with is a GEMM, a convolution or attention: the reference is heavy work alone.
+    None otherwise."""
     families: set[str] = set()
     computing = compute_ops(ops)
     if not computing:
@@ -210,7 +220,13 @@ def attribute(
     )
 
 
-_FAMILY_TEXT = {"gemm": "a GEMM", "conv": "a convolution", "conv+gemm": "GEMMs and convolutions"}
+_FAMILY_TEXT = {
+    "gemm": "a GEMM",
+    "conv": "a convolution",
+    "attention": "attention",
+    "attention+gemm": "projections and attention",
+    "conv+gemm": "GEMMs and convolutions",
+}
 
 
 def judge(attr: Attribution) -> ExploitFinding | None:

@@ -360,3 +360,48 @@ def test_flash_attention_matches_the_model_on_the_gpu(tmp_path: Path, name: str)
         torch.testing.assert_close(
             got.float(), want, rtol=1e-2, atol=1e-2, msg=lambda m, note=note: f"{m} {note}"
         )
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_both_attention_paths_match_the_model_on_the_gpu(tmp_path: Path) -> None:
+    """nn.MultiheadAttention and nn.TransformerEncoderLayer: each attention site may run our
+    flash kernel or PyTorch's sdpa, whichever the first call times faster. Both paths, forced
+    in turn, and the timed choice, all match the model (replayed under a CUDA graph too)."""
+    from stitch_lsp.runtime.choice import OURS, VENDOR
+
+    ref_path = write_problem(tmp_path, "modules_choice", _MODULES)
+    cand = generate_for(ref_path)
+    assert cand.handled, cand.reason
+    assert (cand.source or "").count("choice.run(") == 2
+    cand_path = tmp_path / "modules_choice_builtin.py"
+    cand_path.write_text(cand.source or "")
+    ref = import_path(ref_path, "gpu_ref_modules_choice")
+    new = import_path(cand_path, "gpu_new_modules_choice")
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    model = ref.Model().to(dev).eval()
+    for forced in (None, OURS, VENDOR):
+        model_new = new.ModelNew().to(dev).eval()
+        model_new.load_state_dict(model.state_dict())
+        if forced is not None:
+            choice = new._choice(model_new)
+            choice.picked = {k: forced for k in _sites(cand.source or "")}
+        for call in range(3):
+            torch.manual_seed(20 + call)
+            inputs = [t.to(dev) for t in ref.get_inputs()]
+            with torch.no_grad():
+                want = model(*inputs).float()
+                got = model_new(*inputs).float()
+            torch.testing.assert_close(
+                got, want, rtol=2e-2, atol=2e-2, msg=lambda m, f=forced: f"{f}: {m}"
+            )
+        picked = new._choice(model_new).picked
+        assert set(picked) == set(_sites(cand.source or "")), picked
+        assert forced is None or set(picked.values()) == {forced}
+
+
+def _sites(source: str) -> list[str]:
+    import re
+
+    return re.findall(r"choice\.run\('(\w+)'", source)

@@ -100,6 +100,9 @@ def test_a_decoy_named_like_a_library_kernel_stays_the_library_s() -> None:
         (["aten.convolution.default"], "conv"),
         (["contiguous", "view", "bmm", "_unsafe_view"], "gemm"),
         (["convolution", "mm"], "conv+gemm"),
+        (["_scaled_dot_product_flash_attention"], "attention"),  # sdpa alone
+        (["t", "addmm", "_scaled_dot_product_efficient_attention"], "attention+gemm"),
+        (["t", "addmm", "native_layer_norm", "_scaled_dot_product_cudnn_attention"], None),
         (["t", "addmm", "relu"], None),  # GEMM + epilogue: a fused program may keep the GEMM
         (["convolution", "native_batch_norm", "tanh"], None),
         (["relu"], None),
