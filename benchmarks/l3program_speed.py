@@ -166,6 +166,10 @@ def measure(ref: Any, new: Any, flush: L2Flusher, runs: int, with_compile: bool)
         row.update(fp64_distances(model, model_new, inputs, tol))
     row["mode"] = model_new._stitch_runner.mode
     row["reason"] = model_new._stitch_runner.reason
+    choice = model_new.__dict__.get("_stitch_choice")
+    if choice is not None:  # attention sites: ours or sdpa, as the warm-up call timed them
+        row["attention_picked"] = dict(choice.picked)
+        row["attention_ms"] = dict(choice.times_ms)
     row["eager_ms"] = _time(model, inputs, flush, runs)
     try:
         row["eager_graph_ms"] = _time(eager_graph(model, inputs), inputs, flush, runs)
@@ -352,6 +356,11 @@ def main() -> int:
             f"graph gain {row['graph_vs_plain']:.2f}x, rule chose the faster: "
             f"{row['rule_chose_faster']}"
         )
+        if row.get("attention_picked"):
+            picks = list(row["attention_picked"].values())
+            print(
+                f"  {f.stem}: attention sites run sdpa at {picks.count('vendor')} of {len(picks)}"
+            )
         if not row["correct"]:
             print(
                 f"  {f.stem}: beyond tolerance by {row['max_err_beyond_tol']:.3g}; from "
