@@ -923,6 +923,21 @@ class Builder:
             u = self.contiguous(u)
         return u
 
+    def _through_copy(self, u: Use) -> Use:
+        """An operand read from a `.contiguous()` copy (nn.MultiheadAttention splits its packed
+        projection that way) is read from what was copied, by strides, where its rows stay
+        contiguous: the flash kernel takes strides, and the copy, read by nothing else, goes."""
+        node = self.g.node(u.vid)
+        if node is None or node.kind != "ew" or node.fn != "identity" or len(node.args) != 1:
+            return u
+        src = node.args[0]
+        if not isinstance(src, Use) or src.trans or self.dtype_of(src.vid) != node.dtype:
+            return u
+        got = layout.compose(u, src, math.prod(self.g.shape_of(src.vid)))
+        if got is None or layout.strides_of(got)[-1] != 1:
+            return u
+        return got
+
     def _unrepeated(self, u: Use) -> Use | None:
         """The key/value heads a `repeat_kv` copy (expand over a new head dim, then reshape)
         was made from, as a 4-D view the flash kernel reads by GQA; None for anything else."""
@@ -962,6 +977,7 @@ class Builder:
             return None
         if q.shape[:-3] != k.shape[:-3] or k.shape[:-2] != v.shape[:-2]:
             return None
+        q, k, v = (self._through_copy(u) for u in (q, k, v))
         k_src, v_src = self._unrepeated(k), self._unrepeated(v)
         if k_src is not None and v_src is not None and k_src.shape[1] == v_src.shape[1]:
             k, v = k_src, v_src  # repeat_kv's copies are left unread (and pruned)

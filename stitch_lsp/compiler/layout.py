@@ -209,6 +209,43 @@ def broadcast_view(u: Use, storage: int) -> Use:
     return u
 
 
+def compose(u: Use, base: Use, storage: int) -> Use | None:
+    """`u`, a read of a contiguous copy of `base` (a view of a value holding `storage`
+    elements), as a read of base's own value: the copy is then not needed. None where strides
+    cannot say it (a step that would carry from one of base's dims into the next)."""
+    old = tuple(base.shape)
+    if math.prod(old) == 0:
+        return None
+    bst = strides_of(base)
+    if not (u.strided or u.trans):
+        v = base if tuple(u.shape) == old else view(base, u.shape)
+        return None if v is None else canonical(v, storage)
+    cs = contiguous_strides(old)
+    real = [k for k, d in enumerate(old) if d != 1]
+    rest, offset = u.offset, base.offset
+    start: dict[int, int] = {}
+    for k in real:
+        start[k], rest = divmod(rest, cs[k])
+        offset += start[k] * bst[k]
+    if rest:
+        return None
+    walk = dict.fromkeys(real, 0)
+    strides: list[int] = []
+    for extent, s in zip(u.shape, strides_of(u), strict=True):
+        if extent == 1 or s == 0:
+            strides.append(0)
+            continue
+        k = next((k for k in real if cs[k] <= s < cs[k] * old[k] and s % cs[k] == 0), None)
+        if k is None:
+            return None
+        step = s // cs[k]
+        walk[k] += step * (extent - 1)
+        strides.append(step * bst[k])
+    if any(start[k] + walk[k] >= old[k] for k in real):
+        return None
+    return canonical(Use(base.vid, tuple(u.shape), strides=tuple(strides), offset=offset), storage)
+
+
 def gemm_operand(u: Use, storage: int) -> Use | None:
     """A plain or `trans` use for a GEMM operand where strides allow (else None)."""
     u = canonical(u, storage)

@@ -275,6 +275,41 @@ def test_torch_attention_modules_are_captured_as_attention(tmp_path: Path) -> No
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention
 
 
+def test_attention_reads_the_packed_projection_without_a_copy(tmp_path: Path) -> None:
+    """nn.MultiheadAttention splits its packed q/k/v projection with `.contiguous()`: the
+    flash operands read the projection by strides instead, so no copy of it is made."""
+    path = write_problem(tmp_path, "packed", _MODULES)
+    graph = _capture(path)
+    for n in graph.nodes:
+        if n.kind != "attn":
+            continue
+        for u in n.uses[:3]:
+            src = graph.node(u.vid)
+            assert src is not None and src.fn != "identity", graph.summary()
+
+
+def test_compose_reads_a_copy_from_its_source() -> None:
+    """layout.compose: a read of a contiguous copy of a view, as a read of the view's source,
+    element for element; a step that would carry across the source's dims is refused."""
+    from stitch_lsp.compiler import layout
+    from stitch_lsp.compiler.ir import Use
+
+    source = torch.arange(17 * 2 * 96).reshape(17, 2, 96)
+    # The packed projection viewed as (3, L, N, E), as MultiheadAttention's split reads it.
+    base = layout.permute(layout.view(Use(1, (17, 2, 96)), (17, 2, 3, 32)), (2, 0, 1, 3))
+    copy = source.view(17, 2, 3, 32).permute(2, 0, 1, 3).contiguous()
+
+    def read(u: Use, t: Any) -> Any:
+        return t.reshape(-1).as_strided(u.shape, layout.strides_of(u), u.offset)
+
+    for part in range(3):  # q, k, v as (N, H, L, D) with two heads of 16
+        u = Use(2, (2, 2, 17, 16), strides=(32, 16, 64, 1), offset=part * 17 * 2 * 32)
+        got = layout.compose(u, base, source.numel())
+        assert got is not None
+        assert torch.equal(read(got, source), read(u, copy))
+    assert layout.compose(Use(2, (3, 17, 64)), base, source.numel()) is None
+
+
 def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:
     from stitch_lsp.compiler.ir import Unsupported
 
