@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -114,3 +115,100 @@ def test_projections_and_attention_alone_run_our_kernel(tmp_path: Path) -> None:
     assert cand.handled, cand.reason
     assert "choice.run(" not in (cand.source or "")
     assert "scaled_dot_product_attention(" not in (cand.source or "").split('"""', 2)[2]
+
+
+def _vendor_values(path: Path, name: str) -> list[tuple[str, Any, Any]]:
+    """For every attention node of `path`'s graph: (node, what the program's sdpa path writes,
+    the graph's own value), the sdpa call evaluated on the CPU on the interpreter's values."""
+    import torch
+    import torch.nn.functional as F
+
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues, partition
+    from stitch_lsp.compiler.program import _attention_choice, _leaf_vars
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    from .host_kernels import seeded_problem
+    from .interp import run_graph_env
+
+    model, inputs = seeded_problem(path, name)
+    graph = capture(path)
+    apply_rewrites(graph)
+    groups = fold_gemm_epilogues(graph, partition(graph))
+    with torch.no_grad():
+        env = run_graph_env(graph, model, inputs)
+    var = _leaf_vars(graph)
+    scope: dict[str, Any] = {"F": F, "torch": torch}
+    params = []
+    for leaf in graph.leaves.values():
+        if var[leaf.vid].startswith("leaves["):
+            params.append(env[leaf.vid])
+        else:
+            scope[var[leaf.vid]] = env[leaf.vid]
+    scope["leaves"] = params
+    for n in graph.nodes:
+        var.setdefault(n.vid, f"t{n.vid}")
+        if isinstance(env.get(n.vid), torch.Tensor):
+            scope[f"t{n.vid}"] = env[n.vid]
+    out = []
+    for g in groups:
+        if g.kind != "attention":
+            continue
+        node = g.nodes[0]
+        stub = SimpleNamespace(name=f"stitch_attn_{g.gid}")
+        lines = _attention_choice(graph, var, g, stub, "None")  # type: ignore[arg-type]
+        vendor = lines[-1].strip().removeprefix("lambda: ").removesuffix(")")
+        want = env[node.vid]
+        scope[f"t{node.vid}"] = torch.zeros_like(want)
+        with torch.no_grad():
+            eval(vendor, scope)  # the program's own line, on the CPU
+        out.append((node.origin, scope[f"t{node.vid}"], want))
+    return out
+
+
+_MASKED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(64)
+        self.qkv = nn.Linear(64, 3 * 64)
+        self.kv_heads = 2
+        self.to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        b, l, _ = x.shape
+        keep = torch.arange(l, device=x.device)[None, :] < lengths[:, None]
+        q, k, v = self.qkv(self.norm(x)).view(b, l, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep[:, None, None, :])
+        c = F.scaled_dot_product_attention(q, k[:, :2], v[:, :2], is_causal=True, enable_gqa=True)
+        d = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.5)
+        return (a + c + d).transpose(1, 2).reshape(b, l, -1)
+
+
+def get_inputs():
+    return [torch.randn(2, 40, 64, dtype=torch.bfloat16), torch.tensor([40, 23]),
+            torch.randn(1, 4, 40, 40, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("name", ["block", "masked"])
+def test_the_sdpa_path_computes_the_attention_node(tmp_path: Path, name: str) -> None:
+    """The program's sdpa line, run on the CPU on the interpreter's values, writes what the
+    attention node computes (boolean, additive and causal masks, GQA, a given scale, operands
+    read by strides and offsets from a packed projection), within bf16's rounding of P."""
+    torch = pytest.importorskip("torch")
+    path = write_problem(tmp_path, name, _BLOCK if name == "block" else _MASKED)
+    found = _vendor_values(path, name)
+    assert len(found) == (1 if name == "block" else 3)
+    for origin, got, want in found:
+        assert got.shape == want.shape and got.dtype == want.dtype, origin
+        torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2, msg=origin)
