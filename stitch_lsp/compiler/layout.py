@@ -235,12 +235,12 @@ def compose(u: Use, base: Use, storage: int) -> Use | None:
         if extent == 1 or s == 0:
             strides.append(0)
             continue
-        k = next((k for k in real if cs[k] <= s < cs[k] * old[k] and s % cs[k] == 0), None)
-        if k is None:
+        dim = next((k for k in real if cs[k] <= s < cs[k] * old[k] and s % cs[k] == 0), None)
+        if dim is None:
             return None
-        step = s // cs[k]
-        walk[k] += step * (extent - 1)
-        strides.append(step * bst[k])
+        step = s // cs[dim]
+        walk[dim] += step * (extent - 1)
+        strides.append(step * bst[dim])
     if any(start[k] + walk[k] >= old[k] for k in real):
         return None
     return canonical(Use(base.vid, tuple(u.shape), strides=tuple(strides), offset=offset), storage)
