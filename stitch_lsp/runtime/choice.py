@@ -17,26 +17,17 @@ that has to stand alone.
 from collections.abc import Callable
 from typing import Any
 
+from stitch_lsp.runtime.cuda_timing import median_ms
+
 OURS, VENDOR = "ours", "vendor"
 MARGIN = 0.9  # the vendor is kept only below this fraction of our time (timings are noisy)
 RUNS = 5
 
 
 def _cuda_ms(fn: Callable[[], Any], runs: int) -> float:
-    """The median time of `fn` on the current stream, in milliseconds (after one warm run)."""
-    import torch
-
+    """The median time of `fn` on the current stream, in milliseconds, after one warm run."""
     fn()
-    samples = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end))
-    samples.sort()
-    return samples[len(samples) // 2]
+    return median_ms(fn, runs)
 
 
 def _capturing() -> bool:

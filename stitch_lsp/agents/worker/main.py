@@ -18,7 +18,6 @@ import statistics
 import sys
 import traceback
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +31,7 @@ from stitch_lsp.models.agents import (
     ReferenceAnalysis,
     TensorMeta,
 )
+from stitch_lsp.runtime.cuda_timing import median_ms
 from stitch_lsp.workers.entry import read_request
 
 _MAX_PROFILE_BYTES = 24 * 2**30
@@ -318,20 +318,6 @@ def _hook_costs(
     return ops, _tensors(result)
 
 
-def _median_ms(fn: Callable[[], Any], runs: int) -> float:
-    import torch
-
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def _profile(ns: dict[str, Any], gm: Any, analysis: ReferenceAnalysis) -> None:
     """Time the real reference on the GPU: whole forward, each fx node, and the top kernels."""
     import torch
@@ -348,7 +334,7 @@ def _profile(ns: dict[str, Any], gm: Any, analysis: ReferenceAnalysis) -> None:
         for _ in range(3):
             model(*inputs)
         torch.cuda.synchronize()
-        analysis.eager_ms = _median_ms(lambda: model(*inputs), 10)
+        analysis.eager_ms = median_ms(lambda: model(*inputs), 10)
         if gm is not None:
             _time_nodes(gm, model, inputs, analysis)
         with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
