@@ -211,8 +211,9 @@ def broadcast_view(u: Use, storage: int) -> Use:
 
 def compose(u: Use, base: Use, storage: int) -> Use | None:
     """`u`, a read of a contiguous copy of `base` (a view of a value holding `storage`
-    elements), as a read of base's own value: the copy is then not needed. None where strides
-    cannot say it (a step that would carry from one of base's dims into the next)."""
+    elements), as a read of base's own value: the copy is then not needed. A dim of `u` may
+    step inside one of base's dims (a head split), or walk several of them as one (a reshape)
+    where they are one run in base's value too. None where strides cannot say it."""
     old = tuple(base.shape)
     if math.prod(old) == 0:
         return None
@@ -235,11 +236,32 @@ def compose(u: Use, base: Use, storage: int) -> Use | None:
         if extent == 1 or s == 0:
             strides.append(0)
             continue
-        dim = next((k for k in real if cs[k] <= s < cs[k] * old[k] and s % cs[k] == 0), None)
-        if dim is None:
+        at = next((i for i, k in enumerate(real) if cs[k] <= s < cs[k] * old[k]), None)
+        if at is None or s % cs[real[at]]:
             return None
+        dim = real[at]
         step = s // cs[dim]
-        walk[dim] += step * (extent - 1)
+        if step == 1 and start[dim] + extent > old[dim]:
+            # A run: the dims outward of `dim` must follow on in base's value as they do here.
+            reach, first = start[dim] + extent - 1, at
+            span = old[dim]
+            while span <= reach and first > 0:
+                outer, prev = real[first - 1], real[first]
+                if bst[outer] != bst[prev] * old[prev]:
+                    return None
+                span *= old[outer]
+                first -= 1
+            inner = 1
+            pos = 0
+            for k in reversed(real[first : at + 1]):
+                pos += start[k] * inner
+                inner *= old[k]
+            if pos + extent > span or any(walk[k] for k in real[first : at + 1]):
+                return None
+            for k in real[first : at + 1]:
+                walk[k] = old[k] - 1 - start[k]  # spent: no other dim may step here
+        else:
+            walk[dim] += step * (extent - 1)
         strides.append(step * bst[dim])
     if any(start[k] + walk[k] >= old[k] for k in real):
         return None

@@ -67,42 +67,10 @@ def _storage_of(graph: Graph, vid: int) -> int:
 def moved_use(u: Use, old: Shape, new_vid: int, new_strides: tuple[int, ...]) -> Use | None:
     """`u`, a read of a contiguous storage of shape `old`, as a read of value `new_vid`, where
     dim i of `old` lies at stride new_strides[i]. None where strides cannot say it."""
-    size = math.prod(old)
     if not old:
         return Use(new_vid, u.shape, u.trans, u.strides, u.offset)
     base = layout.make(Use(new_vid, old), old, new_strides, 0)
-    if not (u.strided or u.trans):
-        v = base if tuple(u.shape) == tuple(old) else layout.view(base, u.shape)
-        return None if v is None else layout.canonical(v, size)
-    cs = layout.contiguous_strides(old)
-    real = [k for k, d in enumerate(old) if d != 1]  # the dims whose strides say something
-    rest, offset = u.offset, 0
-    for k in real:
-        q, rest = divmod(rest, cs[k])
-        offset += q * new_strides[k]
-    if rest:
-        return None
-    strides: list[int] = []
-    for extent, s in zip(u.shape, layout.strides_of(u), strict=True):
-        if extent == 1 or s == 0:
-            strides.append(0)
-            continue
-        at = next((i for i, k in enumerate(real) if cs[k] == s), None)
-        if at is None:
-            return None
-        inner = real[at]
-        # A run of dims the read walks as one (a reshape) must be one run in the new storage.
-        span = old[inner]
-        while span < extent and at > 0:
-            outer, prev = real[at - 1], real[at]
-            if new_strides[outer] != new_strides[prev] * old[prev]:
-                return None
-            span *= old[outer]
-            at -= 1
-        if span < extent:
-            return None
-        strides.append(new_strides[inner])
-    return layout.canonical(Use(new_vid, u.shape, strides=tuple(strides), offset=offset), size)
+    return layout.compose(u, base, math.prod(old))
 
 
 def _in_order(a: Operand, rank: int, inverse: tuple[int, ...], storage: int) -> Operand:

@@ -474,6 +474,7 @@ def test_relayout_re_expresses_reads_in_the_new_storage() -> None:
         layout.slice_(Use(1, old), 2, 1, 3),
         layout.select(Use(1, old), 1, 2),
         layout.expand(layout.unsqueeze(layout.select(Use(1, old), 2, 1), 2), old),
+        Use(1, (2, 3, 20), strides=(60, 20, 1)),  # H and W walked as one run, by strides
     ]
     for u in uses:
         m = moved_use(u, old, 2, strides)
@@ -481,6 +482,7 @@ def test_relayout_re_expresses_reads_in_the_new_storage() -> None:
         assert torch.equal(read(m, flat_new), read(u, flat_old)), u
     for shape in ((2, 60), (6, 20)):  # C*H*W and N*C are no runs in NHWC
         assert moved_use(Use(1, shape), old, 2, strides) is None
+        assert moved_use(Use(1, shape, strides=(shape[1], 1)), old, 2, strides) is None
     # permutation_of finds the storage a permuted read walks.
     for p in itertools.permutations(range(3)):
         u = layout.permute(Use(1, (2, 3, 4)), p)
