@@ -113,6 +113,7 @@ class Program:
     placement: Placement
     arena_layout: list[tuple[int, tuple[int, ...], str]]  # (offset, shape, dtype) per buffer
     forward: str
+    chooses: bool = False  # an attention stage runs ours or sdpa, timed (runtime.choice)
 
 
 def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffer], dict]:
@@ -435,7 +436,13 @@ def fallback_ops(groups: list[Group]) -> list[Node]:
 
 
 def _kernel_stage(
-    graph: Graph, var: dict[int, str], slot: dict[str, int], i: int, g: Group, k: GroupKernel
+    graph: Graph,
+    var: dict[int, str],
+    slot: dict[str, int],
+    i: int,
+    g: Group,
+    k: GroupKernel,
+    vendor: bool,
 ) -> Stage:
     """One launcher call: intermediates come from the arena, forward's results are fresh."""
     st = Stage(i, g)
@@ -458,7 +465,7 @@ def _kernel_stage(
             var[a.vid] = key
         ptrs.append(f"{var[a.vid]}.data_ptr()")
     call = f"_check(lib.{k.name}({', '.join(ptrs)}, stream), lib, {k.name!r})"
-    if g.kind == "attention" and vendor_attention(graph):
+    if g.kind == "attention" and vendor:
         st.lines += _attention_choice(graph, var, g, k, call)
     else:
         st.lines.append(call)
@@ -526,8 +533,6 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     body: list[str] = []
     if slot:
         body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
-    if vendor_attention(graph) and any(g.kind == "attention" for g in groups):
-        body.append("choice = _choice(self)  # per attention site: our kernel or sdpa, timed")
     for leaf in graph.leaves.values():
         if leaf.kind == "factory":
             body.append(
@@ -537,6 +542,10 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     var = _leaf_vars(graph)
     arena = {int(key[1:]) for key in slot if key.startswith("t")}
     kernels = {k.group.gid: k for k in cg.kernels}
+    vendor = vendor_attention(graph)
+    chooses = vendor and any(g.kind == "attention" for g in groups)
+    if chooses:
+        body.append("choice = _choice(self)  # per attention site: our kernel or sdpa, timed")
     stages = []
     for i, g in enumerate(groups):
         if g.kind == "conv":
@@ -544,13 +553,13 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
         elif g.kind == "aten":
             stages.append(_aten_stage(graph, var, arena, i, g))
         else:
-            stages.append(_kernel_stage(graph, var, slot, i, g, kernels[g.gid]))
+            stages.append(_kernel_stage(graph, var, slot, i, g, kernels[g.gid], vendor))
     for st in stages:
         body += st.lines
     outs = [_ref(graph, var, u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
     lines += ["        " + ln for ln in body]
-    return Program(stages, placement, layout, "\n".join(lines))
+    return Program(stages, placement, layout, "\n".join(lines), chooses)
 
 
 def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
@@ -584,7 +593,7 @@ def execution_note(program: Program) -> list[str]:
     if "aten" in kinds:
         lines.append("PyTorch fallbacks run as the ATen calls the trace recorded, on the same")
         lines.append("stream and under the same graph; their results are fresh PyTorch tensors.")
-    if any("choice.run(" in ln for st in program.stages for ln in st.lines):
+    if program.chooses:
         lines.append("Attention: each site runs our flash kernel or PyTorch's sdpa (cuDNN or")
         lines.append("FlashAttention), whichever the warm-up call times faster (the vendor only")
         lines.append("below 0.9x of ours); model._stitch_choice.picked and .times_ms say which.")
@@ -620,7 +629,6 @@ def candidate_source(
     ]
     extra_imports = [s for s in imports if s.strip() not in std_imports]
     program = build_program(graph, groups, cg)
-    chooses = vendor_attention(graph) and any(g.kind == "attention" for g in groups)
     names = {k.group.gid: k for k in cg.kernels}
     stage_doc = []
     for st in program.stages:
@@ -654,7 +662,7 @@ def candidate_source(
         "",
         "from stitch_lsp.runtime import check_launch, load_cuda",
         "from stitch_lsp.runtime.graph import Arena, GraphRunner",
-        *(["from stitch_lsp.runtime.choice import TimedChoice"] if chooses else []),
+        *(["from stitch_lsp.runtime.choice import TimedChoice"] if program.chooses else []),
         *extra_imports,
         conv_note,
         f"CUDA_SOURCE = r'''{cuda}'''",
@@ -692,7 +700,7 @@ def candidate_source(
                 "",
                 "",
             ]
-            if chooses
+            if program.chooses
             else []
         ),
         "def _arena(model):",

@@ -27,6 +27,7 @@ import math
 
 from stitch_lsp.compiler import layout
 from stitch_lsp.compiler.ir import Graph, Node, Operand, Shape, Use
+from stitch_lsp.compiler.rewrites import _redirect
 
 # The permutations that read an NHWC storage as NCHW and the reverse: use.shape[i] = T[P[i]].
 _NHWC_AS_NCHW = (0, 3, 1, 2)
@@ -273,13 +274,7 @@ def _drop_copy(graph: Graph, n: Node) -> bool:
         return False
     if any(u.vid == n.vid for u in graph.outputs):
         return False
-    for m in graph.nodes:
-        m.args = [
-            Use(a.vid, x.shape, x.trans, x.strides, x.offset)
-            if isinstance(x, Use) and x.vid == n.vid
-            else x
-            for x in m.args
-        ]
+    _redirect(graph, n.vid, a.vid)
     graph.nodes.remove(n)
     return True
 
