@@ -37,6 +37,7 @@ struct StitchAttnDims {
   long long k_b, k_h, k_l;
   long long v_b, v_h, v_l;
   long long m_b, m_h, m_l, m_s;   // mask strides, 0 where it broadcasts
+  long long m_period;             // the mask repeats every m_period batches (Swin's windows)
   float scale;
   int splits, kchunk;             // split-KV: key ranges of kchunk keys per CTA (see below)
 };
@@ -218,7 +219,8 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
           if (col >= d.lk || (CAUSAL && col > row)) x = -INFINITY;
           if (MASK != 0 && row < d.lq && col < d.lk) {
             const float mv = stitch_mask_f(
-                mask[b * d.m_b + h * d.m_h + (long long)row * d.m_l + (long long)col * d.m_s]);
+                mask[(b % d.m_period) * d.m_b + h * d.m_h + (long long)row * d.m_l +
+                     (long long)col * d.m_s]);
             if (MASK == 1 && mv == 0.f) x = -INFINITY;
             if (MASK == 2) x += mv * LOG2E;
           }
@@ -406,10 +408,13 @@ def attention_launcher(
 
     sq, sk, sv = strides(q), strides(k), strides(v)
     sm = list(layout.strides_of(mask)) if mask is not None else [0, 0, 0, 0]
+    # A mask over fewer batches than the attention repeats (its batch b % period): Swin's
+    # shifted-window mask, one per window, shared by every image.
+    period = mask.shape[0] if mask is not None else 1
     scale = float(node.params["scale"])  # type: ignore[arg-type]
     m_tiles = -(-lq // 64)
     splits, chunk = key_splits(m_tiles * heads * b, lk)
-    dims = [heads, heads // kv_heads, lq, lk, *sq, *sk, *sv, *sm]
+    dims = [heads, heads // kv_heads, lq, lk, *sq, *sk, *sv, *sm, period]
     init = ", ".join(str(x) for x in dims) + f", {scale!r}f, {splits}, {chunk}"
     mask_type = "bool"
     mask_ptr = "nullptr"
@@ -467,6 +472,8 @@ def attention_launcher(
     lines += ["  return (int)cudaGetLastError();", "}"]
     what = "causal " if node.params.get("causal") else ""
     what += {"": "", "bool": "boolean-masked ", "add": "additive-masked "}[mask_kind]
+    if 1 < period < b:
+        what += f"(the mask repeating every {period} batches) "
     gqa = f", {heads // kv_heads} query heads per KV head" if kv_heads != heads else ""
     keys = f", keys in {splits} splits of {chunk}" if split else ""
     comment = (

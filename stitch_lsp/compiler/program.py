@@ -508,15 +508,21 @@ def _attention_choice(
     extra = [f"scale={float(p['scale'])!r}"]  # type: ignore[arg-type]
     if p.get("causal"):
         extra.append("is_causal=True")
+    period = 0
     if mask:
         m = _operand_ref(graph, var, mask[0])
         if p.get("mask") == "bool" and not m.endswith(".ne(0)"):
             m = f"{m}.bool()"
         extra.append(f"attn_mask={m}")
+        if mask[0].shape[0] not in (1, q.shape[0]):  # a mask that repeats every `period` batches
+            period = mask[0].shape[0]
+            refs = [f"{r}.unflatten(0, (-1, {period}))" for r in refs]
     if q.shape[1] != kk.shape[1]:
         extra.append("enable_gqa=True")
     out = var[node.vid]
     sdpa = f"F.scaled_dot_product_attention({', '.join(refs + extra)})"
+    if period:
+        sdpa += ".flatten(0, 1)"
     return [
         f"choice.run({k.name!r},",
         f"           lambda: {call},",

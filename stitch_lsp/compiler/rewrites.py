@@ -541,6 +541,17 @@ def _channels_last(graph: Graph) -> list[Applied]:
     return [Applied("channels_last", f"{count} run NHWC ({sites})", {n.vid for n in convs})]
 
 
+def _written_out_attention(graph: Graph) -> list[Applied]:
+    """softmax(q k^T c + m) v spelled out (two batched GEMMs around a softmax) as the flash
+    kernel's attn node, in bf16/fp16 (attention_pattern.py): the scores never reach memory."""
+    from stitch_lsp.compiler.attention_pattern import written_out_attention
+
+    return [
+        Applied("written_out_attention", f"{first.origin} .. {second.origin}", {attn.vid})
+        for first, second, attn in written_out_attention(graph)
+    ]
+
+
 CATALOGUE: tuple[Rewrite, ...] = (
     Rewrite("self_add_as_scale", "x + x = 2 x", _self_add_as_scale),
     Rewrite(
@@ -563,6 +574,11 @@ CATALOGUE: tuple[Rewrite, ...] = (
         "channels_last",
         "conv(permute(x)) = permute(conv_nhwc(x)); f(permute(a), ...) = permute(f(a, ...))",
         _channels_last,
+    ),
+    Rewrite(
+        "written_out_attention",
+        "softmax(q k^T c + m) v = flash_attention(q, k, v, mask=m, scale=c)",
+        _written_out_attention,
     ),
 )
 

@@ -175,6 +175,8 @@ def run_graph_env(
             m = mask[0] if mask else None
             if m is not None and p["mask"] == "bool":
                 m = m != 0
+            if m is not None and m.shape[0] not in (1, q.shape[0]):  # repeats every m.shape[0]
+                m = m.repeat(q.shape[0] // m.shape[0], 1, 1, 1)
             out = F.scaled_dot_product_attention(
                 q, k, v, m, is_causal=bool(p["causal"]), scale=float(p["scale"]),  # type: ignore[arg-type]
                 enable_gqa=q.shape[1] != k.shape[1],
