@@ -1,8 +1,9 @@
 """How far honest and downgraded bf16 implementations sit from float64, against eager bf16 (CPU).
 
 The Verifier clears a bf16/fp16 miss when the candidate is no further from the float64 answer
-than eager is, times 1.1, in tolerance units (`precision.REDUCED_FACTOR`). This probe asks how
-that measure, the largest absolute error and the mean absolute error separate:
+than eager is, times 1.1, in tolerance units (`precision.REDUCED_FACTOR`), or at eager's level
+in largest and mean absolute error (`precision.within_reference_error`). This probe asks how
+the three measures separate:
   honest     the captured graph run by the tests' interpreter (fp32 math between bf16 loads and
              stores, rounded where PyTorch rounds each op): another order, the same precision;
   downgrade  eager with every nn.Linear summing its K terms in bf16 (fp32 products over blocks

@@ -324,13 +324,11 @@ class GpuRun:
         if (
             expected.dtype in precision.REDUCED_DTYPES
             and not res.unwritten
-            and precision.within_reference_error(cand.tol_units, ref.tol_units)
+            and precision.within_reference_error(cand, ref)
         ):
             res.passed = True
             res.fp64_cleared = True
-            res.message = (
-                precision.describe_cleared(cand.tol_units, ref.tol_units, name, oracle) + no64
-            )
+            res.message = precision.describe_cleared(cand, ref, name, oracle) + no64
             return
         res.message += "; " + precision.describe_miss(
             res.max_abs_error,

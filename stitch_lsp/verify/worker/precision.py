@@ -50,6 +50,7 @@ class OutputError:
 
     max_abs: float
     tol_units: float
+    mean_abs: float = math.nan  # not measured where NaN
 
 
 def error_from(
@@ -59,13 +60,14 @@ def error_from(
     e = expected64.detach().to(torch.float64)
     a = actual.detach().to(torch.float64)
     if e.numel() == 0:
-        return OutputError(0.0, 0.0)
+        return OutputError(0.0, 0.0, 0.0)
     diff = (a - e).abs()
     if not bool(torch.isfinite(diff).all()):
-        return OutputError(math.inf, math.inf)
+        return OutputError(math.inf, math.inf, math.inf)
     max_abs = float(diff.max().item())
+    mean_abs = float(diff.mean().item())
     units = float(diff.div_(e.abs().mul_(rtol).add_(max(atol, 1e-30))).max().item())
-    return OutputError(max_abs, units)
+    return OutputError(max_abs, units, mean_abs)
 
 
 REDUCED_FACTOR = 1.1
@@ -75,12 +77,35 @@ rounds where eager rounds but keeps more in float registers differs from eager b
 candidate that misses eager's tolerance passes when it is no further than this from the float64
 answer than eager is, in tolerance units (the rule the CPU capture tests apply too)."""
 REDUCED_DTYPES = (torch.bfloat16, torch.float16)
+REDUCED_MEAN_FACTOR = 1.05
+REDUCED_UNITS_CAP = 1.5
+"""The worst element in tolerance units is one element: in a deep bf16 network it sits where
+|y64| is near zero, and which element that is depends on the order a row reduction sums in. An
+honest fused program measured on a GPU (BERT, ViT-S, H200 2026-12-07) was 1.18x eager's worst
+there while closer than eager to float64 in largest absolute error (0.94x, 0.93x) and equal in
+mean absolute error (1.00x, 1.01x). A program that sums a GEMM's K terms in bf16 is at least
+1.29x eager in largest absolute error and 1.14x in mean absolute error on every model probed
+(benchmarks/bf16_rule_probe.py). So a miss over REDUCED_FACTOR in tolerance units still passes
+when both absolute measures are at eager's level (max within REDUCED_FACTOR, mean within
+REDUCED_MEAN_FACTOR) and the worst element is within REDUCED_UNITS_CAP of eager's."""
 
 
-def within_reference_error(candidate_units: float, reference_units: float) -> bool:
+def within_reference_error(candidate: OutputError, reference: OutputError) -> bool:
     """A reduced-precision miss that the float64 oracle clears: finite, and no further from the
-    exact answer than the reduced-precision reference itself (both in tolerance units)."""
-    return math.isfinite(candidate_units) and candidate_units <= REDUCED_FACTOR * reference_units
+    exact answer than the reduced-precision reference itself: in tolerance units, or, where
+    only the worst element is further, in largest and in mean absolute error."""
+    cand, ref = candidate, reference
+    if not (math.isfinite(cand.tol_units) and math.isfinite(cand.max_abs)):
+        return False
+    if cand.tol_units <= REDUCED_FACTOR * ref.tol_units:
+        return True
+    if math.isnan(cand.mean_abs) or math.isnan(ref.mean_abs):
+        return False
+    return (
+        cand.tol_units <= REDUCED_UNITS_CAP * ref.tol_units
+        and cand.max_abs <= REDUCED_FACTOR * ref.max_abs
+        and cand.mean_abs <= REDUCED_MEAN_FACTOR * ref.mean_abs
+    )
 
 
 def is_downgrade(candidate_units: float, reference_units: float) -> bool:
@@ -267,13 +292,20 @@ def worst(report: PrecisionReport) -> PrecisionTrial | None:
 
 
 def describe_cleared(
-    cand_units: float, ref_units: float, dtype: str, oracle: str = "float64"
+    cand: OutputError, ref: OutputError, dtype: str, oracle: str = "float64"
 ) -> str:
     """The note on a reduced-precision miss the oracle (the reference run in `oracle`) cleared."""
-    return (
+    text = (
         f"cleared by the {oracle} oracle: in {dtype} the reference itself is "
-        f"{_sci(ref_units)} tolerance units from {oracle} and the candidate {_sci(cand_units)} "
-        f"(no more than {REDUCED_FACTOR}x the reference's own error)"
+        f"{_sci(ref.tol_units)} tolerance units from {oracle} and the candidate "
+        f"{_sci(cand.tol_units)}"
+    )
+    if cand.tol_units <= REDUCED_FACTOR * ref.tol_units:
+        return text + f" (no more than {REDUCED_FACTOR}x the reference's own error)"
+    return text + (
+        f"; in absolute error the candidate is {_sci(cand.max_abs)} at most and "
+        f"{_sci(cand.mean_abs)} on average, the reference {_sci(ref.max_abs)} and "
+        f"{_sci(ref.mean_abs)} (no more than {REDUCED_FACTOR}x and {REDUCED_MEAN_FACTOR}x)"
     )
 
 
