@@ -8,7 +8,7 @@ dtype_sweep() {
   for dtype in ${DTYPES:-float32 bfloat16}; do
     left=$(( ${BUDGET:-540} - ($(date +%s) - start) ))
     [ "$left" -gt 30 ] || { echo "$dtype skipped"; continue; }
-    rm -f "$out/$name-$dtype.json"
+    [ -n "${KEEP_ROWS:-}" ] || rm -f "$out/$name-$dtype.json"  # KEEP_ROWS: go on from rows kept
     for attempt in 1 2 3 4 5 6; do
       left=$(( ${BUDGET:-540} - ($(date +%s) - start) ))
       [ "$left" -gt 20 ] || break
