@@ -1188,8 +1188,7 @@ class Codegen:
         args.append(Arg("c", node.vid, f"{c_t}*", "out"))
         ldc = padded_ldc(ab, c_dtype, batch * m, n)
         c_es = 4 if c_dtype == "float32" else 2
-        if ldc != n:  # C is computed with aligned rows in a workspace, then packed into c
-            args.append(Arg("ws", -1, "unsigned char*", "ws", batch * m * ldc * c_es))
+        c_bytes = -(-batch * m * ldc * c_es // 256) * 256
         pc = f"({c_t}*)ws" if ldc != n else "c"
         pack = (
             [
@@ -1202,6 +1201,44 @@ class Codegen:
             if ldc != n
             else []
         )
+        # Aligned rows of C are not enough: cuBLAS picks the align-1 kernel from n itself (GPT-2's
+        # head, H200 2026-12-07: 1.663 ms with C's rows padded). So B gets n rounded up too: a
+        # copy of B in the workspace with ldc - n more rows (or columns) that are never cleared,
+        # since they only feed C's columns past n, which the pack leaves out.
+        pad_b = ldc != n and batch == 1
+        n_blas, pad_copy, b_bytes = n, [], 0
+        bias_ptr = "bias"
+        if pad_b:
+            b_es = 4 if ab == "float32" else 2
+            if tb:  # B^T stored: n rows of k, `ldb` apart
+                b_bytes = ldc * ldb * b_es
+                copy = f"{ldb * b_es}, {pb}, {ldb * b_es}, {k * b_es}, {n}"
+            else:  # B stored: k rows of n, `ldb` apart, rewritten `ldc` apart
+                b_bytes = k * ldc * b_es
+                copy = f"{ldc * b_es}, {pb}, {ldb * b_es}, {n * b_es}, {k}"
+                ldb = ldc
+            pad_copy = [
+                f"  // B padded to {ldc} columns of C (the extra ones are never read back).",
+                f"  {in_t}* bp = reinterpret_cast<{in_t}*>(ws + {c_bytes});",
+                f"  const cudaError_t padded = cudaMemcpy2DAsync(bp, {copy}, "
+                "cudaMemcpyDeviceToDevice, stream);",
+                "  if (padded != cudaSuccess) return (int)padded;",
+            ]
+            pb, n_blas = "bp", ldc
+            if bias is not None:  # the epilogue reads a bias element per column of C
+                bias_t = storage_ctype(stored_dtype(self.graph, bias.vid))
+                bias_es = 4 if bias_t == "float" else 2
+                at = c_bytes + -(-b_bytes // 256) * 256
+                pad_copy += [
+                    f"  {bias_t}* biasp = reinterpret_cast<{bias_t}*>(ws + {at});",
+                    "  const cudaError_t bias_padded = cudaMemcpyAsync(biasp, bias, "
+                    f"{n * bias_es}, cudaMemcpyDeviceToDevice, stream);",
+                    "  if (bias_padded != cudaSuccess) return (int)bias_padded;",
+                ]
+                b_bytes = -(-b_bytes // 256) * 256 + ldc * bias_es
+                bias_ptr = "biasp"
+        if ldc != n:  # C is computed with aligned rows in a workspace, then packed into c
+            args.append(Arg("ws", -1, "unsigned char*", "ws", c_bytes + b_bytes))
         ta_ab, ta_c = BLAS_TYPES[ab], BLAS_TYPES[c_dtype]
         precision = "FP32 compute" if ab == "float32" else f"{ab} tensor cores, FP32 accumulate"
         params = ", ".join(f"{x.ctype} {x.name}" for x in args)
@@ -1221,12 +1258,13 @@ class Codegen:
                     "  cudaGetDevice(&dev);",
                     "  void* lt_ws = stitch_lt_workspace();",
                     "  if (lt_ws == nullptr) return (int)cudaErrorMemoryAllocation;",
-                    f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n}, {m}, {k}, "
-                    f"{ldb}, {lda}, {ldc}, {relu}, {pb}, {pa}, {pc}, bias, lt_ws, stream, "
+                    *pad_copy,
+                    f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n_blas}, {m}, {k}, "
+                    f"{ldb}, {lda}, {ldc}, {relu}, {pb}, {pa}, {pc}, {bias_ptr}, lt_ws, stream, "
                     f"{ta_ab});",
                     "  if (rc != 0) return rc;",
                     "  cublasLtMatmulDescSetAttribute(plans[dev].op, "
-                    "CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));",
+                    f"CUBLASLT_MATMUL_DESC_BIAS_POINTER, &{bias_ptr}, sizeof({bias_ptr}));",
                     "  const float alpha = 1.f, beta = 0.f;",
                     "  const cublasStatus_t st = cublasLtMatmul(stitch_cublaslt(), plans[dev].op, "
                     f"&alpha, {pb}, plans[dev].a, {pa}, plans[dev].b, &beta, {pc}, plans[dev].c, "
@@ -1243,8 +1281,8 @@ class Codegen:
             f"{pb}, {ta_ab}, {ldb}, {sb}LL, {pa}, {ta_ab}, {lda}, {sa}LL, &beta, "
             f"{pc}, {ta_c}, {ldc}, {m * ldc}LL, {batch}, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)"
             if batch > 1
-            else f"cublasGemmEx(h, {op_b}, {op_a}, {n}, {m}, {k}, &alpha, {pb}, {ta_ab}, {ldb}, "
-            f"{pa}, {ta_ab}, {lda}, &beta, {pc}, {ta_c}, {ldc}, CUBLAS_COMPUTE_32F, "
+            else f"cublasGemmEx(h, {op_b}, {op_a}, {n_blas}, {m}, {k}, &alpha, {pb}, {ta_ab}, "
+            f"{ldb}, {pa}, {ta_ab}, {lda}, &beta, {pc}, {ta_c}, {ldc}, CUBLAS_COMPUTE_32F, "
             "CUBLAS_GEMM_DEFAULT)"
         )
         src = "\n".join(
@@ -1253,6 +1291,7 @@ class Codegen:
                 f'extern "C" int {g.name}({params}, cudaStream_t stream) {{',
                 "  cublasHandle_t h = stitch_cublas_on(stream);  // capture-safe: see the preamble",
                 "  if (h == nullptr) return STITCH_CUBLAS_ERROR;",
+                *pad_copy,
                 "  const float alpha = 1.f, beta = 0.f;",
                 f"  const cublasStatus_t st = {call};",
                 "  if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;",

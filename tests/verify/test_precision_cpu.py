@@ -269,16 +269,19 @@ def _bf16_summed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Ten
 
 def test_the_rule_on_absolute_errors_clears_a_worst_element_and_not_a_downgrade() -> None:
     """Where only the worst element (in tolerance units) is further than eager's, the miss is
-    cleared when the largest and the mean absolute error are at eager's level (an honest
-    program measured on a GPU: BERT 1.18x in units, 0.94x and 1.00x in absolute terms). A
-    GEMM summing in bf16 stays a miss: it is further in absolute terms too."""
+    cleared when the mean absolute error is at eager's level and the largest within 1.25x
+    (honest programs measured on a GPU: BERT 1.18x in units, 0.94x and 1.00x in absolute
+    terms; T5 at the small size 1.18x, 1.21x and 1.02x). A GEMM summing in bf16 stays a miss:
+    it is further in absolute terms too."""
+    t5 = precision.OutputError(max_abs=0.02374, tol_units=1.2418, mean_abs=0.003821)
+    assert precision.within_reference_error(t5, precision.OutputError(0.01957, 1.0547, 0.003736))
     ref = precision.OutputError(max_abs=0.0950, tol_units=5.59, mean_abs=0.00900)
     bert = precision.OutputError(max_abs=0.0895, tol_units=6.60, mean_abs=0.00899)
     assert precision.within_reference_error(bert, ref)
     assert "on average" in precision.describe_cleared(bert, ref, "bfloat16")
     for worse in (
         precision.OutputError(0.0895, 8.50, 0.00899),  # the worst element 1.52x eager's
-        precision.OutputError(0.1100, 6.60, 0.00899),  # the largest error 1.16x
+        precision.OutputError(0.1200, 6.60, 0.00899),  # the largest error 1.26x
         precision.OutputError(0.0895, 6.60, 0.00960),  # the mean 1.07x
         precision.OutputError(0.0895, 6.60, math.nan),  # the mean not measured
     ):

@@ -78,16 +78,18 @@ candidate that misses eager's tolerance passes when it is no further than this f
 answer than eager is, in tolerance units (the rule the CPU capture tests apply too)."""
 REDUCED_DTYPES = (torch.bfloat16, torch.float16)
 REDUCED_MEAN_FACTOR = 1.05
+REDUCED_MAX_FACTOR = 1.25
 REDUCED_UNITS_CAP = 1.5
 """The worst element in tolerance units is one element: in a deep bf16 network it sits where
-|y64| is near zero, and which element that is depends on the order a row reduction sums in. An
-honest fused program measured on a GPU (BERT, ViT-S, H200 2026-12-07) was 1.18x eager's worst
-there while closer than eager to float64 in largest absolute error (0.94x, 0.93x) and equal in
-mean absolute error (1.00x, 1.01x). A program that sums a GEMM's K terms in bf16 is at least
-1.29x eager in largest absolute error and 1.14x in mean absolute error on every model probed
-(benchmarks/bf16_rule_probe.py). So a miss over REDUCED_FACTOR in tolerance units still passes
-when both absolute measures are at eager's level (max within REDUCED_FACTOR, mean within
-REDUCED_MEAN_FACTOR) and the worst element is within REDUCED_UNITS_CAP of eager's."""
+|y64| is near zero, and which element that is depends on the order a row reduction sums in; the
+largest absolute error is one element too. Honest fused programs on a GPU (H200, 2026-12-07)
+were up to 1.18x eager's worst in tolerance units (BERT, ViT-S at full size; T5 at the small
+size) and up to 1.21x in largest absolute error (T5 small), but 0.998-1.023x in mean absolute
+error. A program that sums a GEMM's K terms in bf16 was 1.29-1.98x eager in largest and
+1.14-1.97x in mean absolute error on every model probed (benchmarks/bf16_rule_probe.py). So a
+miss over REDUCED_FACTOR in tolerance units still passes when the mean absolute error is at
+eager's level (REDUCED_MEAN_FACTOR), the largest absolute error within REDUCED_MAX_FACTOR and
+the worst element within REDUCED_UNITS_CAP of eager's."""
 
 
 def within_reference_error(candidate: OutputError, reference: OutputError) -> bool:
@@ -103,7 +105,7 @@ def within_reference_error(candidate: OutputError, reference: OutputError) -> bo
         return False
     return (
         cand.tol_units <= REDUCED_UNITS_CAP * ref.tol_units
-        and cand.max_abs <= REDUCED_FACTOR * ref.max_abs
+        and cand.max_abs <= REDUCED_MAX_FACTOR * ref.max_abs
         and cand.mean_abs <= REDUCED_MEAN_FACTOR * ref.mean_abs
     )
 
@@ -305,7 +307,7 @@ def describe_cleared(
     return text + (
         f"; in absolute error the candidate is {_sci(cand.max_abs)} at most and "
         f"{_sci(cand.mean_abs)} on average, the reference {_sci(ref.max_abs)} and "
-        f"{_sci(ref.mean_abs)} (no more than {REDUCED_FACTOR}x and {REDUCED_MEAN_FACTOR}x)"
+        f"{_sci(ref.mean_abs)} (no more than {REDUCED_MAX_FACTOR}x and {REDUCED_MEAN_FACTOR}x)"
     )
 
 
