@@ -284,6 +284,21 @@ def works_channels_last(graph: Graph) -> bool:
     return any(_reads_as_nhwc(graph, a) for n in graph.nodes for a in n.uses)
 
 
+HALF_CNN_ENV = "STITCH_CHANNELS_LAST_HALF"
+
+
+def half_precision_cnn(graph: Graph) -> bool:
+    """A bf16/fp16 network of 2-D convolutions, where cuDNN's tensor-core kernels work NHWC and
+    an NCHW convolution pays a transpose in and out (`nchwToNhwcKernel`), as Inductor's layout
+    optimisation assumes. Off unless STITCH_CHANNELS_LAST_HALF=1: not yet timed on a GPU."""
+    import os
+
+    if os.environ.get(HALF_CNN_ENV, "").strip() != "1":
+        return False
+    convs = [n for n in graph.nodes if n.kind == "conv" and n.fn == "conv2d"]
+    return len(convs) >= 2 and all(n.dtype in ("bfloat16", "float16") for n in convs)
+
+
 def _reads_as_nhwc(graph: Graph, a: Use) -> bool:
     if len(a.shape) != 4 or a.vid in graph.leaves:
         return False
@@ -312,7 +327,8 @@ def channels_last(graph: Graph) -> list[Node]:
     First the copies (an identity of a permuted read is stored in its source's order, so a
     convolution it feeds reads NHWC as it lies), then the convolutions (with a copy of the
     input only where the output is read as NHWC further on), then the other elementwise ops."""
-    if not works_channels_last(graph):
+    half = half_precision_cnn(graph)
+    if not (works_channels_last(graph) or half):
         return []
     made: list[Node] = []
     copies = {n.vid for n in graph.nodes if n.kind == "ew" and n.fn == "identity"}
@@ -323,7 +339,7 @@ def channels_last(graph: Graph) -> list[Node]:
     _drop_copies(graph, copies, made)
     for n in [m for m in graph.nodes if m.kind == "conv"]:
         if n in graph.nodes:
-            wanted = _flows_to_nhwc(graph, n.vid)
+            wanted = half or _flows_to_nhwc(graph, n.vid)
             _to_channels_last(graph, n, made, copy=wanted)
     for n in list(graph.nodes):
         if n in graph.nodes and n.kind == "ew":

@@ -214,3 +214,49 @@ def test_unread_random_draws_at_the_end_of_the_trace_are_left_out(tmp_path: Path
 def test_an_unread_draw_before_a_read_one_is_still_refused(tmp_path: Path) -> None:
     with pytest.raises(Unsupported, match=r"torch\.rand \(line .*draws random numbers"):
         _aten_capture(write_problem(tmp_path, "draw_then_noise", DRAW_THEN_NOISE))
+
+
+# timm's BatchNormAct2d and friends apply their activation in place (`nn.SiLU(inplace=True)`,
+# `nn.Hardswish(inplace=True)`, `x.sigmoid_()` in squeeze-excite gates): ATen's in-place
+# overloads, which fell back to PyTorch one by one in EfficientNet and MobileNet in bf16 and
+# split the fused norm-and-activation kernels.
+IN_PLACE_ACTIVATIONS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.scale = nn.Parameter(torch.randn(8, 1, 1))
+        self.to(torch.bfloat16)
+
+    def forward(self, x):
+        y = self.conv(x) * self.scale
+        a = F.silu(y.clone(), inplace=True) + F.hardswish(y.clone(), inplace=True)
+        b = y.clone().sigmoid_() * F.relu6(y.clone(), inplace=True) - y.clone().tanh_()
+        c = F.leaky_relu(y.clone(), 0.1, inplace=True).clamp_(-1.0, 2.0).sub_(0.5).div_(3.0)
+        d = F.hardsigmoid(y.clone(), inplace=True).mul_(2.0).add_(1.0)
+        return a + b + c + d
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 12, 12, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_in_place_activations_are_fused_not_fallbacks(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "in_place_activations", IN_PLACE_ACTIVATIONS)
+    graph = _aten_capture(path)
+    fallbacks = [(n.fn, n.params.get("why")) for n in graph.nodes if n.kind == "aten"]
+    assert fallbacks == []
+    fns = {n.fn for n in graph.nodes if n.kind == "ew"}
+    assert {"silu", "hardswish", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"} <= fns, fns
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
