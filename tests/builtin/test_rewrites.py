@@ -8,6 +8,7 @@ the docstrings are the KernelBench problems it fires on.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -488,3 +489,79 @@ def test_relayout_re_expresses_reads_in_the_new_storage() -> None:
         u = layout.permute(Use(1, (2, 3, 4)), p)
         found = permutation_of(u, 24)
         assert (found is None) == (p == (0, 1, 2))
+
+
+_HALF_RESNET = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.bn0 = nn.BatchNorm2d(16)
+        self.a = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, 10)
+        self.eval().to(torch.bfloat16)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn0(self.stem(x))), 2)
+        y = F.silu(self.bn1(self.a(x)), inplace=True)
+        x = F.relu(x + self.bn2(self.dw(y)))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 32, 32, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_half_precision_cnn_runs_channels_last_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With STITCH_CHANNELS_LAST_HALF=1 every convolution of a bf16 ResNet-style network runs
+    NHWC (the image copied once, the max pool and the average pool reading their input as it
+    lies), and the graph computes the model; without it, nothing moves."""
+    from stitch_lsp.compiler.relayout import HALF_CNN_ENV, permutation_of
+
+    from .interp import run_graph
+
+    path = write_problem(tmp_path, "half_resnet", _HALF_RESNET)
+    graph, applied, _ = _rewritten(path)
+    assert not any(n.params.get("channels_last") for n in graph.nodes)
+    monkeypatch.setenv(HALF_CNN_ENV, "1")
+    graph, applied, _ = _rewritten(path)
+    assert "channels_last" in {a.name for a in applied}
+    convs = [n for n in graph.nodes if n.kind == "conv"]
+    assert len(convs) == 3 and all(n.params.get("channels_last") for n in convs)
+    transposing = [
+        n
+        for n in graph.nodes
+        if n.fn == "identity"
+        and permutation_of(n.uses[0], math.prod(graph.shape_of(n.uses[0].vid))) is not None
+    ]
+    assert len(transposing) <= 3, [(n.vid, n.origin) for n in transposing]
+    mod = import_path(path, "half_resnet_ref")
+    torch.manual_seed(0)
+    net = mod.Model()
+    torch.manual_seed(1)
+    inputs = list(mod.get_inputs())
+    with torch.no_grad():
+        want = net(*inputs)
+        (got,) = run_graph(graph, net, inputs)
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+    from .host_kernels import check_program, nvcc_include, seeded_problem
+
+    include = nvcc_include()
+    if include is not None:  # every launch, NHWC index math included, in host emulation
+        model_, inputs_ = seeded_problem(path, "half_resnet_host")
+        assert check_program(path, model_, inputs_, include) == []
