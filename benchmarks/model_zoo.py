@@ -253,7 +253,7 @@ def get_inputs():
 def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) -> str:
     kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
     kwargs.update(overrides)
-    decoder = ", decoder_input_ids=input_ids" if cls in SEQ2SEQ else ""
+    decoder = ", decoder_input_ids=input_ids" if cls in SEQ2SEQ + SEQ2SEQ_MORE else ""
     call = f"self.net(input_ids=input_ids{decoder}).{output}"
     inputs = "    return _common().tokens(512, small=(2, 16), full=(1, 512))"
     return _hf_source(cls, config, kwargs, f"transformers.{cls}(config)", "input_ids", call, inputs)
@@ -335,21 +335,124 @@ def get_inputs():
 '''
 
 
-def problems() -> dict[str, str]:
-    """File name -> source, for every zoo entry."""
-    out = {f"hf_{k}.py": hf_problem(*v) for k, v in HF.items()}
-    out |= {f"hf_{k}.py": hf_media_problem(*v) for k, v in HF_MEDIA.items()}
-    out |= {f"timm_{n}.py": timm_problem(n) for n in TIMM}
-    out |= {f"tv_{n}.py": torchvision_problem(n) for n in TORCHVISION}
+# A second set (`--set more`), written after the first had been worked on: models no change was
+# made for, to see what an unseen model meets.
+HF_MORE: dict[str, tuple[str, str, dict[str, Any], str]] = {
+    "xlm_roberta": (
+        "XLMRobertaConfig", "XLMRobertaModel", {"pad_token_id": 1}, "last_hidden_state",
+    ),
+    "mpnet": ("MPNetConfig", "MPNetModel", {"pad_token_id": 1}, "last_hidden_state"),
+    "gpt_neo": (
+        "GPTNeoConfig", "GPTNeoForCausalLM",
+        {"num_layers": 2, "num_heads": 4, "attention_types": [[["global", "local"], 1]],
+         "window_size": 8}, "logits",
+    ),
+    "mpt": (
+        "MptConfig", "MptForCausalLM",
+        {"d_model": 64, "n_heads": 4, "n_layers": 2, "expansion_ratio": 2, "max_seq_len": 1024},
+        "logits",
+    ),
+    "persimmon": ("PersimmonConfig", "PersimmonForCausalLM", {}, "logits"),
+    "cohere": ("CohereConfig", "CohereForCausalLM", {}, "logits"),
+    "nemotron": ("NemotronConfig", "NemotronForCausalLM", {"head_dim": 16}, "logits"),
+    "helium": ("HeliumConfig", "HeliumForCausalLM", {"head_dim": 16}, "logits"),
+    "glm": ("GlmConfig", "GlmForCausalLM", {"head_dim": 16, "pad_token_id": 0}, "logits"),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM", {}, "logits"),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {"pad_token_id": 0}, "logits"),
+    "exaone4": ("Exaone4Config", "Exaone4ForCausalLM", {"head_dim": 16}, "logits"),
+    "biogpt": ("BioGptConfig", "BioGptForCausalLM", {}, "logits"),
+    "xglm": (
+        "XGLMConfig", "XGLMForCausalLM",
+        {"d_model": 64, "num_layers": 2, "attention_heads": 4, "ffn_dim": 128}, "logits",
+    ),
+    "ernie": ("ErnieConfig", "ErnieModel", {}, "last_hidden_state"),
+    "roformer": ("RoFormerConfig", "RoFormerModel", {"embedding_size": 64}, "last_hidden_state"),
+    "squeezebert": (
+        "SqueezeBertConfig", "SqueezeBertModel", {"embedding_size": 64}, "last_hidden_state",
+    ),
+    "t5": (
+        "T5Config", "T5Model",
+        {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4},
+        "last_hidden_state",
+    ),
+    "pegasus": (
+        "PegasusConfig", "PegasusModel",
+        {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128},
+        "last_hidden_state",
+    ),
+}  # fmt: skip
+SEQ2SEQ_MORE = ("T5Model", "PegasusModel")
+HF_MEDIA_MORE: dict[str, tuple[str, str, dict[str, Any], str, str, tuple[int, ...]]] = {
+    "deit": (
+        "DeiTConfig", "DeiTModel",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 128},
+        "pixel_values", "last_hidden_state", (3, 224, 224),
+    ),
+    "beit": (
+        "BeitConfig", "BeitModel",
+        {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 128, "use_relative_position_bias": True},
+        "pixel_values", "last_hidden_state", (3, 224, 224),
+    ),
+    "mobilevit": (
+        "MobileViTConfig", "MobileViTModel", {}, "pixel_values", "pooler_output", (3, 256, 256),
+    ),
+    "poolformer": (
+        "PoolFormerConfig", "PoolFormerModel",
+        {"depths": [1, 1, 1, 1], "hidden_sizes": [16, 32, 64, 128]},
+        "pixel_values", "last_hidden_state", (3, 224, 224),
+    ),
+    "regnet": (
+        "RegNetConfig", "RegNetModel", {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+                                        "groups_width": 8, "embedding_size": 16},
+        "pixel_values", "pooler_output", (3, 224, 224),
+    ),
+    "convnextv2": (
+        "ConvNextV2Config", "ConvNextV2Model", {"hidden_sizes": [16, 32], "depths": [1, 1],
+                                                "num_stages": 2},
+        "pixel_values", "pooler_output", (3, 224, 224),
+    ),
+}  # fmt: skip
+TIMM_MORE = [
+    "cait_xxs24_224", "resmlp_12_224", "gcvit_xxtiny", "hrnet_w18_small", "dpn68", "selecsls42b",
+    "ese_vovnet19b_dw", "regnetz_b16", "mobileone_s0", "inception_next_tiny", "efficientvit_b0",
+    "lcnet_050", "tinynet_a", "visformer_tiny", "crossvit_tiny_240", "twins_svt_small",
+    "convit_tiny", "xcit_nano_12_p16_224", "seresnet18", "skresnet18", "res2net50_14w_8s",
+    "halonet26t", "botnet26t_256", "efficientnet_lite0", "ghostnetv2_100", "fbnetv3_b",
+    "starnet_s1", "mambaout_femto", "vit_little_patch16_reg4_gap_256", "sequencer2d_s",
+]  # fmt: skip
+TORCHVISION_MORE = [
+    "squeezenet1_0", "mnasnet1_0", "efficientnet_b3", "convnext_small", "swin_s",
+    "regnet_y_800mf", "resnet34", "densenet161", "shufflenet_v2_x2_0", "vgg13",
+]  # fmt: skip
+
+
+def problems(which: str = "first") -> dict[str, str]:
+    """File name -> source, for every entry of one set (`first` or `more`)."""
+    hf, media, timm_, tv = (
+        (HF, HF_MEDIA, TIMM, TORCHVISION)
+        if which == "first"
+        else (HF_MORE, HF_MEDIA_MORE, TIMM_MORE, TORCHVISION_MORE)
+    )
+    out = {f"hf_{k}.py": hf_problem(*v) for k, v in hf.items()}
+    out |= {f"hf_{k}.py": hf_media_problem(*v) for k, v in media.items()}
+    out |= {f"timm_{n}.py": timm_problem(n) for n in timm_}
+    out |= {f"tv_{n}.py": torchvision_problem(n) for n in tv}
     return {k: v + TAIL.format(common=str(COMMON)) for k, v in out.items()}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="where the problem files are written")
+    parser.add_argument(
+        "--set", choices=("first", "more"), default="first",
+        help="the zoo's first 87 models, or the 65 written after them (`more`)",
+    )  # fmt: skip
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
-    made = problems()
+    made = problems(args.set)
     for name, source in made.items():
         (args.folder / name).write_text(source)
     print(f"wrote {len(made)} problems to {args.folder}")

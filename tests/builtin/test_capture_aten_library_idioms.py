@@ -260,3 +260,68 @@ def test_in_place_activations_are_fused_not_fallbacks(tmp_path: Path) -> None:
     assert {"silu", "hardswish", "sigmoid", "tanh", "leaky_relu", "hardsigmoid"} <= fns, fns
     got, want = _graph_and_model(graph, path)
     torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+
+
+# transformers memoises tensor helpers for the life of the process (BEiT's relative position
+# index, `compile_compatible_method_lru_cache`): once the model has run, a second capture in the
+# same worker must still see the ops that make the index, not the first call's tensor.
+def test_a_memoised_library_tensor_is_traced_again_in_the_same_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("transformers")
+    import sys
+
+    from .helpers import generate_for
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from model_zoo import problems
+
+    monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
+    monkeypatch.setenv("STITCH_MODEL_DTYPE", "bfloat16")
+    path = tmp_path / "hf_beit.py"
+    path.write_text(problems("more")["hf_beit.py"])
+    for _ in range(2):
+        cand = generate_for(path)
+        assert cand.handled, cand.reason
+        model, inputs = _model(path)
+        with torch.no_grad():
+            model(*inputs)  # fills the helper's cache with a real tensor
+
+
+# timm's EfficientViT: `with torch.autocast(device_type=v.device.type, enabled=False)` around
+# its attention, which asked the meta device for an autocast type while tracing.
+AUTOCAST = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.to(torch.bfloat16)
+
+    def forward(self, x):
+        y = self.fc(x)
+        with torch.autocast(device_type=y.device.type, enabled={enabled}):
+            z = torch.softmax(y.float() * 2.0, dim=-1)
+        return z.to(y.dtype) + y
+
+
+def get_inputs():
+    return [torch.randn(4, 16, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_autocast_switched_off_is_a_plain_block(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "autocast_off", AUTOCAST.replace("{enabled}", "False"))
+    graph = _aten_capture(path)
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+    on = write_problem(tmp_path, "autocast_on", AUTOCAST.replace("{enabled}", "True"))
+    with pytest.raises(Unsupported, match=r"torch\.autocast switched on"):
+        _aten_capture(on)

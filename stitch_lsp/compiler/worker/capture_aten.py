@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import sys
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -84,10 +85,55 @@ def trace(
         _whole_stacks(),
         _scalars_keep_their_value(),
         attention_as_one_op(),
+        _library_caches_bypassed(),
+        _autocast_on_meta(),
     ):
         gm = make_fx(forward, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
     return gm, names, set(plain), kept
+
+
+@contextlib.contextmanager
+def _autocast_on_meta() -> Iterator[None]:
+    """`with torch.autocast(device_type=x.device.type, enabled=False)` (timm's EfficientViT keeps
+    its attention in float32 that way) asks for the meta device's autocast type while this trace
+    runs on meta tensors, which PyTorch cannot answer. Switched off, autocast changes nothing, so
+    it is a plain block here; switched on, it would change the reference's precision, and that
+    is refused by name."""
+    original = torch.autocast
+
+    def autocast(device_type: str, *args: Any, **kwargs: Any) -> Any:
+        enabled = kwargs.get("enabled", args[1] if len(args) > 1 else True)
+        if device_type != "meta":
+            return original(device_type, *args, **kwargs)
+        if not enabled:
+            return contextlib.nullcontext()
+        raise Unsupported("torch.autocast switched on inside forward is not supported")
+
+    torch.autocast = autocast  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        torch.autocast = original  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def _library_caches_bypassed() -> Iterator[None]:
+    """transformers memoises some tensor helpers (BEiT's and Data2Vec's relative position index,
+    `compile_compatible_method_lru_cache`) for the life of the process. A second trace in the same
+    worker would then read the first call's real tensor as a constant instead of the ops that make
+    it, and a large one is refused. The decorator recomputes while torch.compile traces; it does so
+    while this trace runs too."""
+    utils = sys.modules.get("transformers.pytorch_utils")
+    if utils is None or not hasattr(utils, "is_torchdynamo_compiling"):
+        yield
+        return
+    original = getattr(utils, "is_torchdynamo_compiling")  # noqa: B009
+    setattr(utils, "is_torchdynamo_compiling", lambda: True)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(utils, "is_torchdynamo_compiling", original)  # noqa: B010
 
 
 @contextlib.contextmanager
