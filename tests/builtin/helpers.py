@@ -6,6 +6,7 @@ import importlib.util
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 from stitch_lsp.models.codegen import BuiltinCandidate
 
@@ -29,6 +30,31 @@ def import_path(path: Path, name: str) -> types.ModuleType:
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def on_gpu(ref_path: Path, tag: str) -> tuple[types.ModuleType, types.ModuleType, Any, Any]:
+    """(reference module, candidate module, the model on cuda (seed 0, eval), the candidate's
+    ModelNew with the model's weights) for the builtin candidate of `ref_path`; the candidate
+    file is written beside the reference and its source checked for the flash kernel by the
+    caller where that matters."""
+    import torch
+
+    cand = generate_for(ref_path)
+    assert cand.handled, cand.reason
+    cand_path = ref_path.with_name(f"{ref_path.stem}_builtin.py")
+    cand_path.write_text(cand.source or "")
+    ref = import_path(ref_path, f"gpu_ref_{tag}")
+    new = import_path(cand_path, f"gpu_new_{tag}")
+    torch.manual_seed(0)
+    model = ref.Model().to("cuda").eval()
+    return ref, new, model, fresh_candidate(new, model)
+
+
+def fresh_candidate(new: types.ModuleType, model: Any) -> Any:
+    """Another ModelNew of candidate module `new` on cuda, with `model`'s weights."""
+    model_new = new.ModelNew().to("cuda").eval()
+    model_new.load_state_dict(model.state_dict())
+    return model_new
 
 
 def serious_findings(path: Path) -> list[str]:

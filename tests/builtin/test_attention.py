@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import generate_for, import_path, serious_findings, write_problem
+from .helpers import generate_for, import_path, on_gpu, serious_findings, write_problem
 from .interp import run_graph
 
 torch = pytest.importorskip("torch")
@@ -367,18 +367,9 @@ def test_flash_kernels_compile_for_hopper(tmp_path: Path) -> None:
 def test_flash_attention_matches_the_model_on_the_gpu(tmp_path: Path, name: str) -> None:
     source, _ = CASES[name]
     ref_path = write_problem(tmp_path, name, source)
-    cand = generate_for(ref_path)
-    assert cand.handled, cand.reason
-    assert "stitch_flash_attn<" in (cand.cuda_source or "")
-    cand_path = tmp_path / f"{name}_builtin.py"
-    cand_path.write_text(cand.source or "")
-    ref = import_path(ref_path, f"gpu_ref_{name}")
-    new = import_path(cand_path, f"gpu_new_{name}")
+    ref, _, model, model_new = on_gpu(ref_path, f"flash_{name}")
+    assert "stitch_flash_attn<" in ref_path.with_name(f"{name}_builtin.py").read_text()
     dev = torch.device("cuda")
-    torch.manual_seed(0)
-    model = ref.Model().to(dev).eval()
-    model_new = new.ModelNew().to(dev).eval()
-    model_new.load_state_dict(model.state_dict())
     for call in range(3):  # the first call runs plainly, later ones replay a CUDA graph
         torch.manual_seed(10 + call)
         inputs = [t.to(dev) for t in ref.get_inputs()]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import generate_for, import_path, write_problem
+from .helpers import fresh_candidate, import_path, on_gpu, write_problem
 from .interp import run_graph
 
 torch = pytest.importorskip("torch")
@@ -273,20 +273,13 @@ def test_rewritten_attention_matches_the_model_on_the_gpu(tmp_path: Path, name: 
     from .test_attention import _sites
 
     ref_path = write_problem(tmp_path, name, _source(name, "bfloat16"))
-    cand = generate_for(ref_path)
-    assert cand.handled, cand.reason
-    assert "stitch_flash_attn<" in (cand.cuda_source or "")
-    cand_path = tmp_path / f"{name}_builtin.py"
-    cand_path.write_text(cand.source or "")
-    ref = import_path(ref_path, f"gpu_pattern_ref_{name}")
-    new = import_path(cand_path, f"gpu_pattern_new_{name}")
+    ref, new, model, _ = on_gpu(ref_path, f"pattern_{name}")
+    source = ref_path.with_name(f"{name}_builtin.py").read_text()
+    assert "stitch_flash_attn<" in source
     dev = torch.device("cuda")
-    torch.manual_seed(0)
-    model = ref.Model().to(dev).eval()
-    sites = _sites(cand.source or "")
+    sites = _sites(source)
     for forced in (None, OURS, VENDOR):
-        model_new = new.ModelNew().to(dev).eval()
-        model_new.load_state_dict(model.state_dict())
+        model_new = fresh_candidate(new, model)
         if forced is not None and sites:
             new._choice(model_new).picked = {k: forced for k in sites}
         for call in range(3):  # the first call runs plainly, later ones replay a CUDA graph

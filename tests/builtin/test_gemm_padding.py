@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import generate_for, import_path, write_problem
+from .helpers import generate_for, on_gpu, write_problem
 
 torch = pytest.importorskip("torch")
 
@@ -118,18 +118,8 @@ def test_padded_gemms_compile_for_hopper(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_padded_gemms_match_the_model_on_the_gpu(tmp_path: Path, name: str) -> None:
-    ref_path = _write(tmp_path, name)
-    cand = generate_for(ref_path)
-    assert cand.handled, cand.reason
-    cand_path = tmp_path / f"{name}_builtin.py"
-    cand_path.write_text(cand.source or "")
-    ref = import_path(ref_path, f"pad_ref_{name}")
-    new = import_path(cand_path, f"pad_new_{name}")
+    ref, _, model, model_new = on_gpu(_write(tmp_path, name), f"pad_{name}")
     dev = torch.device("cuda")
-    torch.manual_seed(0)
-    model = ref.Model().to(dev).eval()
-    model_new = new.ModelNew().to(dev).eval()
-    model_new.load_state_dict(model.state_dict())
     for call in range(3):  # the first call runs plainly, later ones replay a CUDA graph
         torch.manual_seed(40 + call)
         inputs = [t.to(dev) for t in ref.get_inputs()]
