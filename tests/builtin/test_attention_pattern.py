@@ -292,3 +292,58 @@ def test_rewritten_attention_matches_the_model_on_the_gpu(tmp_path: Path, name: 
             torch.testing.assert_close(
                 got.float(), want, rtol=2e-2, atol=2e-2, msg=lambda m, f=forced: f"{f}: {m}"
             )
+
+
+_CROSS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(64, 64)
+        self.kv = nn.Linear(48, 128)
+        self.o = nn.Linear(64, 64)
+        self.to(torch.float16)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        b, l, _ = x.shape
+        s = ctx.shape[1]
+        q = self.q(x).view(b, l, 2, 32).transpose(1, 2)
+        k, v = self.kv(ctx).view(b, s, 2, 2, 32).permute(2, 0, 3, 1, 4)
+        w = (q @ k.transpose(-1, -2)) / 32 ** 0.5 + pad[:, None, None, :]
+        w = w.softmax(dim=-1)
+        return x + self.o((w @ v).transpose(1, 2).reshape(b, l, 64))
+
+
+def get_inputs():
+    pad = torch.zeros(3, {keys}, dtype=torch.float16)
+    pad[1, -5:] = float("-inf")
+    return [torch.randn(3, {queries}, 64, dtype=torch.float16),
+            torch.randn(3, {keys}, 48, dtype=torch.float16), pad]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(("queries", "keys"), [(7, 33), (1, 70), (65, 65)])
+def test_cross_and_decode_shapes_in_fp16(tmp_path: Path, queries: int, keys: int) -> None:
+    """Cross-attention (queries and keys of other lengths, a padding mask from an input), a
+    single query and a tile's worth plus one, in fp16: one node each, the model's values, and
+    every launch in host emulation."""
+    from .host_kernels import check_program, nvcc_include, seeded_problem
+
+    name = f"cross_{queries}_{keys}"
+    source = _CROSS.replace("{queries}", str(queries)).replace("{keys}", str(keys))
+    path = write_problem(tmp_path, name, source)
+    graph, _ = _graph(path)
+    assert sum(n.kind == "attn" for n in graph.nodes) == 1, graph.summary()
+    got, want = _run(path, graph, f"pattern_{name}")
+    torch.testing.assert_close(got[0].float(), want[0].float(), rtol=2e-2, atol=2e-2)
+    include = nvcc_include()
+    if include is not None:
+        model, inputs = seeded_problem(path, f"pattern_host_{name}")
+        assert check_program(path, model, inputs, include) == []
