@@ -8,6 +8,7 @@ diagnosed before anything is changed.
     python3 benchmarks/kernel_profile.py tests/data/kernelbench/level3 --only 33 --top 8
     STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16 \
         python3 benchmarks/kernel_profile.py benchmarks/real_models/hf_gpt2.py --top 12
+    python3 benchmarks/kernel_profile.py shared/kernelbench-dev/level2 --only 37 --compile
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated problem numbers (in folders)")
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--compile", action="store_true", help="also torch.compile's kernels")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -81,6 +83,13 @@ def main() -> int:
         inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
         show("reference", kernels(model, inputs, args.calls), args.calls, args.top)
         show("candidate", kernels(model_new, inputs, args.calls), args.calls, args.top)
+        if args.compile:
+            show(
+                "torch.compile",
+                kernels(torch.compile(model), inputs, args.calls),
+                args.calls,
+                args.top,
+            )
         runner = model_new._stitch_runner
         print(f"  candidate runner: {runner.mode} ({runner.reason})")
     return 0

@@ -6,7 +6,8 @@
 #    STITCH_CHANNELS_LAST_HALF=1 (whole bf16 CNNs channels-last).
 # 2. GPT-2 in bf16 at full size against the four baselines, and its kernel profile: does the
 #    head leave the align-1 kernel?
-# 3. bf16 CNNs at full size without and with STITCH_CHANNELS_LAST_HALF=1 (same call, same
+# 3. Level-2 dev problems slower than torch.compile (37, 41, 45): the three sides' kernels.
+# 4. bf16 CNNs at full size without and with STITCH_CHANNELS_LAST_HALF=1 (same call, same
 #    machine): ResNet-50, EfficientNet-B0, MobileNetV3, RegNet, DenseNet.
 set -u
 out="${AREA_OUT:-/tmp/session11a-out}"
@@ -27,17 +28,21 @@ STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 90)" python3 benchmarks/kernel_profi
   $rm_/hf_gpt2.py --top 8 > "$out/profile-gpt2.txt" 2>&1
 echo "profile rc=$? ($(since))"
 grep -vE "Warning|warn" "$out/profile-gpt2.txt" | cut -c1-160 | head -n 24
+timeout "$(step 120)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
+  --only 37,41,45 --compile --top 6 > "$out/profile-level2.txt" 2>&1
+echo "level-2 profile rc=$? ($(since))"
+grep -vE "Warning|warn" "$out/profile-level2.txt" | cut -c1-160 | head -n 60
 cnns="$rm_/tv_resnet50.py $rm_/timm_efficientnet_b0.py $rm_/tv_mobilenet_v3_small.py \
   $rm_/tv_regnet_y_400mf.py $rm_/tv_densenet121.py"
-STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 130)" python3 benchmarks/l3program_speed.py $cnns \
+STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 110)" python3 benchmarks/l3program_speed.py $cnns \
   --jobs 6 --runs 10 --resume --json "$out/cnn-nchw.json" > "$out/cnn-nchw.txt" 2>&1
 echo "cnn nchw rc=$? ($(since))"
-STITCH_CHANNELS_LAST_HALF=1 STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 130)" \
+STITCH_CHANNELS_LAST_HALF=1 STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 110)" \
   python3 benchmarks/l3program_speed.py $cnns --jobs 6 --runs 10 --resume \
   --json "$out/cnn-nhwc.json" > "$out/cnn-nhwc.txt" 2>&1
 echo "cnn nhwc rc=$? ($(since))"
 grep -hE "correct=|FAILED|Error" "$out"/cnn-*.txt | cut -c1-260
-STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 200)" python3 benchmarks/l3program_speed.py \
+STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 150)" python3 benchmarks/l3program_speed.py \
   $rm_/hf_gpt2.py --runs 10 --compile --json "$out/gpt2.json" > "$out/gpt2.txt" 2>&1
 echo "gpt2 rc=$? ($(since))"
 grep -E "correct=|Error" "$out/gpt2.txt" | cut -c1-300

@@ -42,6 +42,16 @@ _FOLD: dict[str, Callable[[float, float], float]] = {
     "minimum": min,
 }
 
+# Scalar exponents that ATen's pow kernel computes without powf: they lower to these ops, so the
+# generated kernel rounds as eager does and skips powf's log and exp.
+_POW_AS: dict[float, str] = {
+    2.0: "square",
+    3.0: "cube",
+    0.5: "sqrt",
+    -0.5: "rsqrt",
+    -1.0: "reciprocal",
+}
+
 
 def dims_of(dim: Any, rank: int) -> tuple[int, ...]:
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
@@ -239,10 +249,8 @@ class Builder:
                 y = self.ew("mul", [y, Const(float(alpha))], shape=y.shape)
         if isinstance(x, Const) and isinstance(y, Const):
             return float(_FOLD[fn](x.value, y.value))  # Python arithmetic traced as a node
-        if fn == "pow" and isinstance(y, Const) and y.value == 2.0:
-            return self.ew("square", [x])
-        if fn == "pow" and isinstance(y, Const) and y.value == 0.5:
-            return self.ew("sqrt", [x])
+        if fn == "pow" and isinstance(y, Const) and y.value in _POW_AS:
+            return self.ew(_POW_AS[y.value], [x])  # the special cases of ATen's pow kernel
         return self.ew(fn, [x, y])
 
     def clamp(self, x: Any, lo: Any, hi: Any) -> Use:

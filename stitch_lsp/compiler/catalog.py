@@ -245,6 +245,8 @@ EW_OPS: tuple[EwOp, ...] = (
         methods=("square",),
         aten=(),
     ),
+    # x ** 3 as ATen's pow kernel computes it (two multiplies, not powf's log and exp)
+    _unary("cube", "({0} * {0} * {0})", "a * a * a", aten=()),
     _unary(
         "expm1", "expm1f({0})", "torch.expm1(a)", functions=("torch.expm1",), methods=("expm1",)
     ),

@@ -523,10 +523,12 @@ def _attention_choice(
     sdpa = f"F.scaled_dot_product_attention({', '.join(refs + extra)})"
     if period:
         sdpa += ".flatten(0, 1)"
+    # The stage's value is what the kept path returns: our kernel's arena buffer, or sdpa's own
+    # output where it already lies as the buffer would (no copy).
     return [
-        f"choice.run({k.name!r},",
-        f"           lambda: {call},",
-        f"           lambda: {out}.copy_({sdpa}.transpose(1, 2)))",
+        f"{out} = choice.run({k.name!r},",
+        f"                   lambda: ({call}, {out})[1],",
+        f"                   lambda: choice.into({out}, {sdpa}.transpose(1, 2)))",
     ]
 
 

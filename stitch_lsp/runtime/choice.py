@@ -54,14 +54,26 @@ class TimedChoice:
         # A copied module may sit on another card: it decides afresh.
         return TimedChoice(self.timer, self.capturing)
 
-    def run(self, site: str, ours: Callable[[], Any], vendor: Callable[[], Any]) -> None:
+    def run(self, site: str, ours: Callable[[], Any], vendor: Callable[[], Any]) -> Any:
+        """What the kept implementation returns (the stage's output tensor)."""
         name = self.picked.get(site)
         if name is None:
             if self.capturing():
-                ours()
-                return
+                return ours()
             name = self._decide(site, ours, vendor)
-        (vendor if name == VENDOR else ours)()
+        return (vendor if name == VENDOR else ours)()
+
+    @staticmethod
+    def into(out: Any, value: Any) -> Any:
+        """`value` itself where it already lies as `out` does (sdpa's output, transposed back,
+        usually does), else `out` with `value` copied in: the vendor's path then costs no copy."""
+        same = (
+            value.shape == out.shape
+            and value.dtype == out.dtype
+            and value.device == out.device
+            and value.is_contiguous()
+        )
+        return value if same else out.copy_(value)
 
     def _decide(self, site: str, ours: Callable[[], Any], vendor: Callable[[], Any]) -> str:
         mine = self.timer(ours, RUNS)

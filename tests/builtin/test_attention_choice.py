@@ -63,6 +63,24 @@ def test_a_vendor_that_fails_leaves_ours() -> None:
     assert ran[-1] == "ours"
 
 
+def test_run_returns_what_the_kept_path_returns() -> None:
+    c = _choice(1.0, 0.5)
+    assert c.run("attn", lambda: "ours", lambda: "vendor") == "vendor"
+    assert _choice(1.0, 0.5, capturing=True).run("a", lambda: "ours", lambda: "v") == "ours"
+
+
+def test_the_vendor_output_is_kept_where_it_lies_as_the_buffer() -> None:
+    import torch
+
+    buf = torch.zeros(2, 5, 3, 4)
+    lying = torch.randn(2, 3, 5, 4).transpose(1, 2).contiguous()  # sdpa's (b, s, h, d) storage
+    assert TimedChoice.into(buf, lying) is lying and not buf.any()
+    strided = torch.randn(2, 3, 5, 4).transpose(1, 2)  # not as the buffer lies: copied in
+    got = TimedChoice.into(buf, strided)
+    assert got is buf and torch.equal(buf, strided)
+    assert TimedChoice.into(buf, lying.double()) is buf  # another dtype is copied (cast) in
+
+
 def test_a_copied_module_decides_afresh() -> None:
     c = _choice(1.0, 0.5)
     c.run("attn", lambda: "ours", lambda: "vendor")
@@ -160,9 +178,10 @@ def _vendor_values(path: Path, name: str) -> list[tuple[str, Any, Any]]:
         vendor = lines[-1].strip().removeprefix("lambda: ").removesuffix(")")
         want = env[node.vid]
         scope[f"t{node.vid}"] = torch.zeros_like(want)
+        scope["choice"] = TimedChoice
         with torch.no_grad():
-            eval(vendor, scope)  # the program's own line, on the CPU
-        out.append((node.origin, scope[f"t{node.vid}"], want))
+            got = eval(vendor, scope)  # the program's own line, on the CPU
+        out.append((node.origin, got, want))
     return out
 
 
