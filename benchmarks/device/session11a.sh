@@ -4,7 +4,7 @@
 # 1. GPU tests: GEMMs with a misaligned n padded in B and C (test_gemm_padding.py), T5's
 #    encoder in bf16 under the revised bf16 rule, and the CNN families in bf16 with
 #    STITCH_CHANNELS_LAST_HALF=1 (whole bf16 CNNs channels-last).
-# 2. GPT-2 in bf16 at full size against the four baselines, and its kernel profile: does the
+# 2. (session 11: also the cube for x**3 and the copy-free sdpa path) GPT-2 in bf16 at full size against the four baselines, and its kernel profile: does the
 #    head leave the align-1 kernel?
 # 3. Level-2 dev problems slower than torch.compile (37, 41, 45): the three sides' kernels.
 # 4. bf16 CNNs at full size without and with STITCH_CHANNELS_LAST_HALF=1 (same call, same
@@ -15,8 +15,9 @@ mkdir -p "$out"
 start=$(date +%s)
 export CAP="${CAP:-555}"
 . "$(dirname "$0")/_steps.sh"
-gpu_tests 80 "$out/gpu-tests.txt" tests/builtin/test_gemm_padding.py \
-  tests/real_models/test_gpu_families.py -k "padded or (t5 and bfloat16)"
+gpu_tests 100 "$out/gpu-tests.txt" tests/builtin/test_gemm_padding.py \
+  tests/builtin/test_attention.py tests/builtin/test_attention_choice.py \
+  tests/real_models/test_gpu_families.py -k "padded or paths or choice or (t5 and bfloat16)"
 echo "gpu tests rc=$? ($(since))"
 STITCH_CHANNELS_LAST_HALF=1 gpu_tests 60 "$out/gpu-tests-cl.txt" \
   tests/real_models/test_gpu_families.py -k "bfloat16 and (resnet18 or mobilevit or convnext)"
@@ -25,9 +26,9 @@ grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | t
 export STITCH_MODEL_SIZE=full
 rm_=benchmarks/real_models
 STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 90)" python3 benchmarks/kernel_profile.py \
-  $rm_/hf_gpt2.py --top 8 > "$out/profile-gpt2.txt" 2>&1
+  $rm_/hf_gpt2.py $rm_/tv_vit_b_16.py --top 8 > "$out/profile-gpt2.txt" 2>&1
 echo "profile rc=$? ($(since))"
-grep -vE "Warning|warn" "$out/profile-gpt2.txt" | cut -c1-160 | head -n 24
+grep -vE "Warning|warn" "$out/profile-gpt2.txt" | cut -c1-160 | head -n 48
 timeout "$(step 120)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
   --only 37,41,45 --compile --top 6 > "$out/profile-level2.txt" 2>&1
 echo "level-2 profile rc=$? ($(since))"
