@@ -1247,8 +1247,8 @@ class Codegen:
             f"* B[{k}x{n}]{'^T' if b.trans else ''}{what_views}"
         )
         if bias is not None:
-            relu = "true" if epilogue == "relu_bias" else "false"
-            fused = " + bias, ReLU" if epilogue == "relu_bias" else " + bias"
+            act = {"relu_bias": 1, "gelu_bias": 2}.get(epilogue, 0)  # stitch_lt_plan's `act`
+            fused = {1: " + bias, ReLU", 2: " + bias, GELU (tanh)"}.get(act, " + bias")
             src = "\n".join(
                 [
                     f"{what}{fused} on cuBLASLt (epilogue fused), {precision}",
@@ -1260,7 +1260,7 @@ class Codegen:
                     "  if (lt_ws == nullptr) return (int)cudaErrorMemoryAllocation;",
                     *pad_copy,
                     f"  int rc = stitch_lt_plan(plans[dev], {op_b}, {op_a}, {n_blas}, {m}, {k}, "
-                    f"{ldb}, {lda}, {ldc}, {relu}, {pb}, {pa}, {pc}, {bias_ptr}, lt_ws, stream, "
+                    f"{ldb}, {lda}, {ldc}, {act}, {pb}, {pa}, {pc}, {bias_ptr}, lt_ws, stream, "
                     f"{ta_ab});",
                     "  if (rc != 0) return rc;",
                     "  cublasLtMatmulDescSetAttribute(plans[dev].op, "

@@ -397,8 +397,19 @@ def _stored(graph: Graph, vid: int) -> str:
     return "float32" if node is None or node.dtype == "bool" else node.dtype
 
 
+# Activations cuBLASLt applies after the bias, by the GEMM's type. Its GELU is the tanh form
+# (PyTorch's _addmm_activation relies on the same); in float32 our kernel computes it instead,
+# since the epilogue's own tanh is not documented to float32 accuracy.
+_LT_ACTIVATIONS: dict[str, tuple[str, ...]] = {
+    "float32": ("relu",),
+    "bfloat16": ("relu", "gelu_tanh"),
+    "float16": ("relu", "gelu_tanh"),
+}
+
+
 def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
-    """Move a Linear's bias (and a ReLU right after it) into the cuBLASLt GEMM epilogue.
+    """Move a Linear's bias (and a ReLU, or in bf16/fp16 a tanh GELU, right after it) into the
+    cuBLASLt GEMM epilogue.
 
     The add becomes an identity read of the GEMM output when other ops follow it; a group that
     was only `bias` or `bias, relu` disappears, and the GEMM writes that group's value.
@@ -442,17 +453,17 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
         tail = owner.get(add.vid)
         if tail is None or tail.kind != "pointwise":
             continue
-        relu = tail.nodes[1] if len(tail.nodes) == 2 else None
+        act = tail.nodes[1] if len(tail.nodes) == 2 else None
         if len(tail.nodes) == 1 and tail.outputs == [add.vid]:
             keep = add
         elif (
-            relu is not None
-            and relu.fn == "relu"
-            and [u.vid for u in relu.uses] == [add.vid]
-            and tail.outputs == [relu.vid]
+            act is not None
+            and act.fn in _LT_ACTIVATIONS.get(dtype, ())
+            and [u.vid for u in act.uses] == [add.vid]
+            and tail.outputs == [act.vid]
         ):
-            keep = relu
-            mm.params["epilogue"] = "relu_bias"
+            keep = act
+            mm.params["epilogue"] = f"{act.fn.removesuffix('_tanh')}_bias"
         else:
             continue
         # The GEMM now produces the tail's value itself.

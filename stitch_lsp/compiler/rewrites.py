@@ -527,6 +527,81 @@ def _pool_before_pointwise_conv(graph: Graph) -> list[Applied]:
     return out
 
 
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _scaled(n: Node | None, c: float) -> Use | None:
+    """The operand of `n` when n is operand * c (either order), else None."""
+    if n is None or n.kind != "ew" or n.fn != "mul":
+        return None
+    got = _const_arg(n)
+    return got[0] if got is not None and abs(got[1] - c) <= 1e-6 * abs(c) else None
+
+
+def _is_cube(graph: Graph, n: Node | None, x: Use) -> bool:
+    """n is x**3: the cube op, or x * x * x / square(x) * x in any order."""
+    if n is None or n.kind != "ew":
+        return False
+    if n.fn == "cube":
+        return n.args == [x]
+    if n.fn != "mul" or len(n.args) != 2 or not all(isinstance(a, Use) for a in n.args):
+        return False
+    for sq, lin in (n.args, n.args[::-1]):
+        inner = graph.node(sq.vid)  # type: ignore[union-attr]
+        if lin != x or inner is None or inner.kind != "ew":
+            continue
+        if (inner.fn == "square" and inner.args == [x]) or (
+            inner.fn == "mul" and inner.args == [x, x]
+        ):
+            return True
+    return False
+
+
+def _tanh_gelu_inner(graph: Graph, u: Operand) -> Use | None:
+    """x when `u` is tanh(sqrt(2/pi) (x + 0.044715 x^3)) + 1, else None."""
+    if not isinstance(u, Use):
+        return None
+    plus = graph.node(u.vid)
+    if plus is None or plus.kind != "ew" or plus.fn != "add" or _const_arg(plus) is None:
+        return None
+    t, one, _ = _const_arg(plus)  # type: ignore[misc]
+    th = graph.node(t.vid)
+    if one != 1.0 or th is None or th.fn != "tanh" or th.kind != "ew":
+        return None
+    arg = th.args[0]
+    inner_use = _scaled(graph.node(arg.vid), _SQRT_2_OVER_PI) if isinstance(arg, Use) else None
+    inner = graph.node(inner_use.vid) if inner_use is not None else None
+    if inner is None or inner.kind != "ew" or inner.fn != "add" or len(inner.args) != 2:
+        return None
+    for x, k in (inner.args, inner.args[::-1]):
+        if not isinstance(x, Use) or not isinstance(k, Use) or not _plain(x):
+            continue
+        cube = _scaled(graph.node(k.vid), 0.044715)
+        if cube is not None and _is_cube(graph, graph.node(cube.vid), x):
+            return x
+    return None
+
+
+def _written_out_gelu_tanh(graph: Graph) -> list[Applied]:
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) spelled out (GPT-2's NewGELU, minGPT)
+    as one gelu(approximate='tanh'): the same formula, computed without rounding each step to a
+    bf16/fp16 tensor, and a tail the GEMM's cuBLASLt epilogue takes whole in half precision."""
+    out = []
+    for n in list(graph.nodes):
+        if n.kind != "ew" or n.fn != "mul" or len(n.args) != 2 or set(n.params) - {"dtype"}:
+            continue
+        for half, rest in (n.args, n.args[::-1]):
+            if not isinstance(half, Use):
+                continue
+            x = _scaled(graph.node(half.vid), 0.5)
+            if x is None or _tanh_gelu_inner(graph, rest) != x:
+                continue
+            n.fn, n.args = "gelu_tanh", [x]
+            out.append(Applied("written_out_gelu_tanh", n.origin, {n.vid}))
+            break
+    return out
+
+
 def _channels_last(graph: Graph) -> list[Applied]:
     """Convolutions that read an NHWC storage as NCHW run channels-last, and elementwise ops
     between them follow their operands' storage order (relayout.py): exact, only where values
@@ -553,6 +628,11 @@ def _written_out_attention(graph: Graph) -> list[Applied]:
 
 
 CATALOGUE: tuple[Rewrite, ...] = (
+    Rewrite(
+        "written_out_gelu_tanh",
+        "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = gelu(x, approximate='tanh')",
+        _written_out_gelu_tanh,
+    ),
     Rewrite("self_add_as_scale", "x + x = 2 x", _self_add_as_scale),
     Rewrite(
         "redundant_clamp",

@@ -310,7 +310,8 @@ static void* stitch_lt_workspace() {
   return spaces[dev];
 }
 
-// A column-major GEMM D = op(A) op(B) + bias (per row of D), optionally followed by ReLU.
+// A column-major GEMM D = op(A) op(B) + bias (per row of D), then `act`: 0 none, 1 ReLU,
+// 2 GELU (cuBLASLt's, the tanh form).
 // The descriptors and the algorithm are chosen once per launcher and device (the shapes are
 // fixed). cuBLASLt's first heuristic is not always the fastest: for few rows and a long K it can
 // pick a kernel without split-K that runs 10x slower than the split-K one that comes second
@@ -370,7 +371,7 @@ static float stitch_lt_time(cublasLtHandle_t h, StitchLtPlan& plan,
 }
 // dt: the type of A, B, C and the bias (fp32, or bf16/fp16 on tensor cores); FP32 compute.
 static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperation_t tb,
-                          int m, int n, int k, int lda, int ldb, int ldc, bool relu,
+                          int m, int n, int k, int lda, int ldb, int ldc, int act,
                           const void* a, const void* b, void* c, const void* bias, void* ws,
                           cudaStream_t stream, cudaDataType_t dt = CUDA_R_32F) {
   if (plan.ready) return 0;
@@ -379,7 +380,9 @@ static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperat
   if (plan.op == nullptr) {
     cublasStatus_t st = cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (st != CUBLAS_STATUS_SUCCESS) return STITCH_CUBLAS_ERROR + (int)st;
-    cublasLtEpilogue_t epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t epi = act == 2   ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                   : act == 1 ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                              : CUBLASLT_EPILOGUE_BIAS;
     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
     cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
@@ -397,7 +400,7 @@ static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperat
   const uintptr_t bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
                          reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(bias);
   const long long key[10] = {(long long)ta, (long long)tb, m, n, k, lda, ldb, ldc,
-                             (relu ? 1 : 0) + 2 * (long long)dt, (long long)(bits & 255u)};
+                             act + 4 * (long long)dt, (long long)(bits & 255u)};
   if (StitchLtChoice* known = stitch_lt_choice(dev, key, false)) {
     plan.algo = known->algo;
     plan.ready = true;

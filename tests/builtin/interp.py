@@ -149,6 +149,8 @@ def run_graph_env(
                 out = out + args[2]
                 if p.get("epilogue") == "relu_bias":
                     out = torch.relu(out)
+                elif p.get("epilogue") == "gelu_bias":
+                    out = F.gelu(out, approximate="tanh")
         elif n.kind == "conv":
             w = args[1]
             if n.fn.startswith("conv_transpose"):

@@ -5,7 +5,7 @@ also when C's rows are padded (BENCHMARKS.md, "Session 10, second call"). The la
 C with n rounded up, from a copy of B padded the same way, and packs C's first n columns out.
 
 CPU: which launchers pad, the workspace they ask for, and that they compile for sm_90a. GPU: the
-padded GEMMs match the model.
+padded GEMMs, and GEMMs with cuBLASLt's bias + GELU epilogue, match the model.
 """
 
 from __future__ import annotations
@@ -56,8 +56,11 @@ CASES = {
     "head_bias_bf16": (4099, True, f"self.head({_LN})", "bfloat16"),
     "aligned_bf16": (4096, False, f"self.head({_LN})", "bfloat16"),
     "small_bf16": (99, False, f"self.head({_LN})", "bfloat16"),
+    # bias and the tanh GELU in cuBLASLt's epilogue (GPT-2's MLP), aligned and padded
+    "gelu_bias_bf16": (4096, True, f"F.gelu(self.head({_LN}), approximate='tanh')", "bfloat16"),
+    "gelu_bias_fp16": (4099, True, f"F.gelu(self.head({_LN}), approximate='tanh')", "float16"),
 }
-PADDED = ("head_bf16", "matmul_fp16", "head_bias_bf16")
+PADDED = ("head_bf16", "matmul_fp16", "head_bias_bf16", "gelu_bias_fp16")
 
 
 def _write(tmp_path: Path, name: str) -> Path:
@@ -72,6 +75,10 @@ def test_which_gemms_pad_b_and_c(tmp_path: Path, name: str) -> None:
     assert cand.handled, cand.reason
     source = cand.cuda_source or ""
     n = CASES[name][0]
+    if "gelu" in name:  # one cuBLASLt call, its epilogue act 2: bias, then GELU
+        assert "+ bias, GELU (tanh) on cuBLASLt" in source
+        assert re.search(r"stitch_lt_plan\(plans\[dev\],[^;]*, 2, ", source)
+        assert "st_gelu_tanh(" not in source.split("// ---- ")[-1]
     packs = "packed by one 2-D copy" in source
     pads_b = "B padded to 4104 columns" in source
     assert packs == pads_b == (name in PADDED), name

@@ -565,3 +565,59 @@ def test_a_half_precision_cnn_runs_channels_last_when_asked(
     if include is not None:  # every launch, NHWC index math included, in host emulation
         model_, inputs_ = seeded_problem(path, "half_resnet_host")
         assert check_program(path, model_, inputs_, include) == []
+
+
+_TANH_GELUS = {
+    # transformers' NewGELUActivation (GPT-2's gelu_new) and minGPT
+    "new_gelu": "0.5 * h * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * "
+    "(h + 0.044715 * torch.pow(h, 3.0))))",
+    "cubed_by_hand": "h * 0.5 * (1 + torch.tanh((h + 0.044715 * (h * h * h)) "
+    "* 0.7978845608028654))",
+    "squared_then_times": "(1.0 + torch.tanh(0.7978845608 * (0.044715 * (h.square() * h) + h))) "
+    "* (h * 0.5)",
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(_TANH_GELUS))
+def test_written_out_tanh_gelu_is_one_op(tmp_path: Path, spelling: str) -> None:
+    """GPT-2's MLP: eight ops (pow, four multiplies, two adds, tanh) are gelu(approximate='tanh'),
+    whatever the order of the operands and the spelling of the cube."""
+    src = model(
+        "self.fc = nn.Linear(9, 13)",
+        f"h = self.fc(x)\nreturn {_TANH_GELUS[spelling]}",
+        "torch.randn(5, 9)",
+    )
+    graph = _check(tmp_path, f"gelu_{spelling}", src, "written_out_gelu_tanh")
+    assert _fns(graph) == ["gemm", "add", "gelu_tanh"], _fns(graph)
+
+
+def test_a_near_tanh_gelu_is_left_alone(tmp_path: Path) -> None:
+    """Another constant (0.04 for 0.044715) is another function: nothing fires."""
+    src = model(
+        "",
+        "return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.04 * torch.pow(x, 3.0))))",
+        "torch.randn(5, 9)",
+    )
+    graph, applied, _ = _rewritten(write_problem(tmp_path, "near_gelu", src))
+    assert not applied and "tanh" in _fns(graph)
+
+
+@pytest.mark.parametrize(("dtype", "epilogue"), [("bfloat16", "gelu_bias"), ("float32", "bias")])
+def test_tanh_gelu_after_a_linear_is_the_cublaslt_epilogue_in_half_precision(
+    tmp_path: Path, dtype: str, epilogue: str
+) -> None:
+    """In bf16/fp16 the GEMM's cuBLASLt epilogue applies bias and the tanh GELU (as PyTorch's
+    _addmm_activation does); in float32 our kernel computes the GELU after the bias epilogue."""
+    from stitch_lsp.compiler.partition import fold_gemm_epilogues, partition
+
+    src = model(
+        f"self.fc = nn.Linear(16, 32)\nself.to(torch.{dtype})",
+        "h = self.fc(x)\nreturn 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * "
+        "(h + 0.044715 * torch.pow(h, 3.0))))",
+        f"torch.randn(4, 16, dtype=torch.{dtype})",
+    )
+    graph, _, _ = _rewritten(write_problem(tmp_path, f"gelu_lt_{dtype}", src))
+    groups = fold_gemm_epilogues(graph, partition(graph))
+    gemm = next(n for g in groups for n in g.nodes if n.kind == "gemm")
+    assert gemm.params.get("epilogue") == epilogue
+    assert [g.kind for g in groups] == (["gemm"] if dtype == "bfloat16" else ["gemm", "pointwise"])
