@@ -26,7 +26,7 @@ grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | t
 export STITCH_MODEL_SIZE=full
 rm_=benchmarks/real_models
 STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 90)" python3 benchmarks/kernel_profile.py \
-  $rm_/hf_gpt2.py $rm_/tv_vit_b_16.py --top 8 > "$out/profile-gpt2.txt" 2>&1
+  $rm_/hf_gpt2.py $rm_/timm_vit_small.py --top 10 > "$out/profile-gpt2.txt" 2>&1
 echo "profile rc=$? ($(since))"
 grep -vE "Warning|warn" "$out/profile-gpt2.txt" | cut -c1-160 | head -n 48
 timeout "$(step 120)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
