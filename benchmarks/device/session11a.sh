@@ -17,7 +17,8 @@ export CAP="${CAP:-555}"
 . "$(dirname "$0")/_steps.sh"
 gpu_tests 100 "$out/gpu-tests.txt" tests/builtin/test_gemm_padding.py \
   tests/builtin/test_attention.py tests/builtin/test_attention_choice.py \
-  tests/real_models/test_gpu_families.py -k "padded or paths or choice or (t5 and bfloat16)"
+  tests/verify/test_algebra_floor.py tests/real_models/test_gpu_families.py \
+  -k "padded or paths or choice or sum_over_linear or (t5 and bfloat16)"
 echo "gpu tests rc=$? ($(since))"
 STITCH_CHANNELS_LAST_HALF=1 gpu_tests 60 "$out/gpu-tests-cl.txt" \
   tests/real_models/test_gpu_families.py -k "bfloat16 and (resnet18 or mobilevit or convnext)"

@@ -163,6 +163,12 @@ class TimingReport(Record):
         "window size, as Winograd and FFT need less); the floor uses these.",
     )
     flops_direct: int | None = Field(None, description="FLOPs of the direct algorithms.")
+    floor_peak: float | None = Field(None, description="FLOP/s the floor assumes.")
+    floor_algebra: list[str] = Field(
+        default_factory=list,
+        description="Exact rewrites that lowered the floor's FLOPs (the heavy ops they remove), "
+        "applied where the candidate beat the reference's floor.",
+    )
 
 
 class KernelShare(Record):

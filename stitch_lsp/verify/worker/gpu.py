@@ -24,6 +24,7 @@ from stitch_lsp.verify import attribution
 from stitch_lsp.verify.baselines import apply_speedups
 from stitch_lsp.verify.timeline import Call, RecordingError, summarise
 from stitch_lsp.verify.worker import activity, exploits, harness, optrace, precision
+from stitch_lsp.verify.worker.algebra_floor import algebra_floor
 from stitch_lsp.verify.worker.correctness import (
     clone_all,
     compare,
@@ -177,6 +178,8 @@ class GpuRun:
             # Work hidden on a side stream also beats the floor: report the cause, not the symptom.
             if req.exploit_checks and timing.candidate and timing.floor_ms and not side_stream:
                 eager = timing.eager.median if timing.eager else None
+                if timing.candidate.median < exploits.FLOOR_MARGIN * timing.floor_ms:
+                    self.lower_floor_by_algebra(timing)
                 found += exploits.check_floor(timing.candidate.median, eager, timing.floor_ms)
             apply_speedups(w.result)
             if req.extra_baselines:
@@ -184,6 +187,24 @@ class GpuRun:
                 self.extra_baselines(ref_model, timing)
                 apply_speedups(w.result)
         self.stop(found)
+
+    def lower_floor_by_algebra(self, timing: TimingReport) -> None:
+        """The floor less the heavy-op FLOPs that exact rewrites remove (algebra_floor.py):
+        a correct program that sums weights instead of running the GEMM is not an exploit."""
+        if timing.flops is None or timing.bytes_moved is None or not timing.floor_bandwidth:
+            return
+        if not timing.floor_peak:
+            return
+        self.w.phase("algebra floor")
+        found = algebra_floor(Path(self.req.reference))
+        if found.removed_flops <= 0:
+            return
+        flops = max(0, timing.flops - found.removed_flops)
+        timing.flops = flops
+        timing.floor_algebra = found.rewrites
+        timing.floor_ms = exploits.roofline_floor_ms(
+            timing.bytes_moved, flops, timing.floor_bandwidth, timing.floor_peak
+        )
 
     def stop(self, found: list[ExploitFinding]) -> None:
         """The verdict: exploit when any check failed, else passed."""
@@ -510,6 +531,7 @@ class GpuRun:
             bw, source = exploits.peak_bandwidth(self.device, lambda: copy_bandwidth(self.device))
             report.bytes_moved = nbytes
             report.flops = flops
+            report.floor_peak = peak
             report.floor_bandwidth = bw
             report.floor_source = source
             report.floor_ms = exploits.roofline_floor_ms(nbytes, flops, bw, peak)
