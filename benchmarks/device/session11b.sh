@@ -14,7 +14,7 @@ timeout "$(step 420)" python3 benchmarks/l3program_speed.py tests/data/kernelben
   > "$out/level2.txt" 2>&1
 echo "level 2 rc=$? ($(since))"
 grep -E "correct=|Error" "$out/level2.txt" | cut -c1-300
-gpu_tests 100 "$out/gpu-tests.txt" tests/builtin/test_gpu_program.py tests/builtin/test_gpu_correctness.py \
-  -k "epilogue or level2 or rewrite"
+gpu_tests 110 "$out/gpu-tests.txt" tests/builtin/test_gpu_program.py \
+  tests/builtin/test_gpu_correctness.py
 echo "gpu tests rc=$? ($(since))"
 grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 12
