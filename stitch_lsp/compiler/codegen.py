@@ -570,10 +570,15 @@ class _Launch:
     tx: int = 0  # tile: threads along the contiguous kept dim
     ty: int = 0  # tile: threads along the reduced dim
     threads: int = 0  # row / chan: threads per block
+    lanes: int = 0  # packed rows: threads per row, PACKED_THREADS // lanes rows per block
 
     @property
     def split(self) -> bool:
         return self.splits > 1
+
+
+PACKED_MAX_ITEMS = 16  # rows of at most this many loads (vectors or scalars) are packed
+PACKED_THREADS = 256
 
 
 def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
@@ -592,6 +597,13 @@ def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
         splits = -(-rlen // chunk)
     if not tile:
         items = chunk // 4 if vec_ok else chunk
+        if lay.kind == "row" and splits == 1 and items <= PACKED_MAX_ITEMS:
+            # Short rows (GroupNorm's 64-channel groups): a warp per row would leave lanes
+            # idle and pay a block barrier per row; a few lanes per row, many rows per block.
+            lanes = 1
+            while lanes < items:
+                lanes *= 2
+            return _Launch(1, chunk, threads=PACKED_THREADS, lanes=max(lanes, 2))
         threads = 32
         while threads < 1024 and threads * 4 < items:
             threads *= 2
@@ -665,18 +677,19 @@ class _ReductionKernel:
         """
         if self.tile:
             return self._tile_loop(push, stores)
+        lane, width = ("lane", "LANES") if self.shape.lanes else ("threadIdx.x", "blockDim.x")
         out = []
         if self.vec_ok:
             body = self.gen.full_loop(True, push, stores)
             out += [
                 "if constexpr (VEC) {",
-                *self._unrolled("J0 + threadIdx.x * 4", "(idx_t)blockDim.x * 4", 2, body, 2),
+                *self._unrolled(f"J0 + {lane} * 4", f"(idx_t){width} * 4", 2, body, 2),
                 "} else {",
             ]
         else:
             out.append("{")
         body = self.gen.full_loop(False, push, stores)
-        out += [*self._unrolled("J0 + threadIdx.x", "(idx_t)blockDim.x", 4, body, 2), "}"]
+        out += [*self._unrolled(f"J0 + {lane}", f"(idx_t){width}", 4, body, 2), "}"]
         return out
 
     def _tile_loop(self, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
@@ -753,6 +766,8 @@ class _ReductionKernel:
         st = self.slots.state(s)
         if self.tile:
             return f"{s} = column_allreduce<{st}, TY, TX>({s}, sm_{s});"
+        if self.shape.lanes:
+            return f"{s} = lanes_allreduce<{st}, LANES>({s});"
         return f"{s} = block_allreduce<{st}>({s}, sm_{s});"
 
     def accumulate_pass(self, p: int) -> list[str]:
@@ -840,6 +855,8 @@ class _ReductionKernel:
             guard = "threadIdx.y == 0 && valid" + (" && part == 0" if self.shape.split else "")
         elif self.shape.split:
             guard = "chunk == 0 && threadIdx.x == 0"
+        elif self.shape.lanes:
+            guard = "lane == 0 && live"
         else:
             guard = "threadIdx.x == 0"
         tail: list[str] = []
@@ -997,6 +1014,8 @@ class _ReductionKernel:
 
     def row_kernel(self, body: list[str]) -> str:
         """Row / chan layout, one block per row (or channel), grid-striding over the rows."""
+        if self.shape.lanes:
+            return self.packed_row_kernel(body)
         g, threads = self.g, self.shape.threads
         sig, names = self._signature(), self._names()
         head = [
@@ -1012,6 +1031,37 @@ class _ReductionKernel:
         ]
         per_sm = max(1, min(32, 2048 // threads))
         grid = f"stitch_grid({self.lay.kept} * {threads}LL, {threads}, {per_sm})"
+        launch = [
+            f"if (vec && {str(self.vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
+            "}",
+        ]
+        return self._finish(head, body, self.args, launch)
+
+    def packed_row_kernel(self, body: list[str]) -> str:
+        """Short rows: LANES threads per row, RPB rows per block, combined by shuffles. A
+        group past the last row walks no elements (every lane must still take part in the
+        shuffles), and `live` keeps it from storing the row's reduced outputs."""
+        g, threads, lanes = self.g, self.shape.threads, self.shape.lanes
+        sig, names = self._signature(), self._names()
+        head = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__({threads}) {g.name}_kernel({sig}) {{",
+            f"  typedef {self.gen.idx_t} idx_t;",
+            self._consts(),
+            f"  constexpr int LANES = {lanes}, RPB = {threads // lanes};",
+            "  const int lane = threadIdx.x % LANES;",
+            "  for (idx_t row0 = (idx_t)blockIdx.x * RPB; row0 < K; "
+            "row0 += (idx_t)gridDim.x * RPB) {",
+            "    const bool live = row0 + (idx_t)(threadIdx.x / LANES) < K;",
+            "    const idx_t row = live ? row0 + (idx_t)(threadIdx.x / LANES) : K - 1;",
+            "    const idx_t kept = row;",
+            "    const idx_t J0 = 0, J1 = live ? RLEN : 0;  // a dead group walks nothing",
+            "    (void)kept;",
+        ]
+        grid = f"stitch_grid({self.lay.kept} * {lanes}LL, {threads}, 8)"
         launch = [
             f"if (vec && {str(self.vec_ok).lower()}) {{",
             f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",

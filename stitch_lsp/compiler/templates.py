@@ -185,6 +185,15 @@ __device__ __forceinline__ T block_allreduce(T v, T* smem) {
   return r;
 }
 
+// Every thread of an aligned group of LANES lanes (one row of a packed row kernel) gets the
+// group's combined state: shuffles only, no shared memory or barrier.
+template <typename T, int LANES>
+__device__ __forceinline__ T lanes_allreduce(T v) {
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) v = T::comb(v, v.shfl(o));
+  return v;
+}
+
 // Combine the partial states of a (TX x TY) block along y; every thread gets its column's result.
 template <typename T, int TY, int TX>
 __device__ __forceinline__ T column_allreduce(T v, T (*smem)[TX]) {
