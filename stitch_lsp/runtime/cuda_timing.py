@@ -9,15 +9,23 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+# GPU cycles of the spin that `gpu_only` timing puts ahead of each run (about 0.25 ms at the
+# H200's 1.98 GHz): longer than the host takes to enqueue a stage's launches.
+SPIN_CYCLES = 500_000
 
-def median_ms(fn: Callable[[], Any], runs: int) -> float:
+
+def median_ms(fn: Callable[[], Any], runs: int, gpu_only: bool = False) -> float:
     """The median of `runs` timings of `fn`, in milliseconds (no warm-up run: callers that
-    need one make it)."""
+    need one make it). With `gpu_only`, a spin kernel keeps the GPU busy while the host
+    enqueues `fn`, so the events time its kernels alone, not the host's launch work: what a
+    stage costs inside a replayed CUDA graph, where that host work is gone."""
     import torch
 
     times = []
     for _ in range(runs):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if gpu_only:
+            torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         fn()
         end.record()
