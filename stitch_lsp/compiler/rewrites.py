@@ -259,10 +259,51 @@ def _scale_past_sum(graph: Graph) -> list[Applied]:
     return out
 
 
+def _feature_terms(
+    graph: Graph, u: Use, r: Node, users: dict[int, list[Node]]
+) -> tuple[Use, list[tuple[str, Use]], list[Node]] | None:
+    """Walk from the sum's operand back to a GEMM through adds and subtracts of per-feature
+    vectors (a Linear's bias, a `x - self.subtract` parameter): (the GEMM's use, the vectors
+    with their op, "add" or "sub", the chain's nodes), or None where anything else intervenes."""
+    terms: list[tuple[str, Use]] = []
+    chain: list[Node] = []
+    cur, reader = u, r
+    n_out = u.shape[-1]
+    while True:
+        node = graph.node(cur.vid)
+        if node is None:
+            return None
+        if node.kind == "gemm":
+            return cur, terms, chain
+        if (
+            node.fn not in ("add", "sub")
+            or not _float_ew(node)
+            or len(node.uses) != 2
+            or len(node.args) != 2
+            or _only_user(graph, node.vid, users) is not reader
+        ):
+            return None
+        a, b = node.uses
+        if node.fn == "add" and a.vid in graph.leaves and b.vid not in graph.leaves:
+            a, b = b, a  # the vector first: swap, the sum is the same
+        lf = graph.leaves.get(b.vid)
+        if lf is None or lf.shape != (n_out,) or not _plain(a) or not _plain(b):
+            return None
+        if tuple(d for d in b.shape if d != 1) != (n_out,) or b.shape[-1] != n_out:
+            return None
+        if a.shape != node.shape or numel(a.shape) != numel(node.shape):
+            return None
+        terms.append((node.fn, b))
+        chain.append(node)
+        cur, reader = a, node
+
+
 def _sum_before_linear(graph: Graph) -> list[Applied]:
-    """sum_j (x W^T + b)_j = x . (sum_j W_j) + sum_j b_j: a sum over a GEMM's output features
-    is a matrix-vector product with the summed weight rows, so the GEMM becomes a pass over the
-    weight (summed afresh on every call, as it may change) and a row reduction of x."""
+    """sum_j (x W^T + b - s)_j = x . (sum_j W_j) + sum_j b_j - sum_j s_j: a sum over a GEMM's
+    output features, through adds and subtracts of per-feature vectors (a Linear's bias, a
+    subtracted parameter), is a matrix-vector product with the summed weight rows, so the GEMM
+    becomes a pass over the weight (summed afresh on every call, as it may change) and a row
+    reduction of x. A mean is a sum times 1/n, so it fires there too."""
     users = _users(graph)
     out = []
     for r in list(graph.nodes):
@@ -273,34 +314,14 @@ def _sum_before_linear(graph: Graph) -> list[Applied]:
         axes = _axes(r)
         if axes != (len(u.shape) - 1,):
             continue
-        src = graph.node(u.vid)
-        bias: Use | None = None
-        if (
-            src is not None
-            and src.fn == "add"
-            and _float_ew(src)
-            and _only_user(graph, src.vid, users) is r
-            and len(src.uses) == 2
-        ):
-            mm_use, b = src.uses
-            first = graph.node(b.vid)
-            if first is not None and first.kind == "gemm":
-                mm_use, b = b, mm_use
-            lf = graph.leaves.get(b.vid)
-            n_out = src.shape[-1]
-            if lf is None or lf.shape != (n_out,) or not _plain(mm_use) or not _plain(b):
-                continue
-            if tuple(d for d in b.shape if d != 1) != (n_out,) or b.shape[-1] != n_out:
-                continue
-            if mm_use.shape != src.shape or numel(u.shape) != numel(src.shape):
-                continue
-            bias, gemm_use, head = b, mm_use, src
-        else:
-            gemm_use, head = u, None
+        walked = _feature_terms(graph, u, r, users)
+        if walked is None:
+            continue
+        gemm_use, terms, chain = walked
         g = graph.node(gemm_use.vid)
         if g is None or g.kind != "gemm" or g.params.get("batch", 1) != 1 or len(g.args) != 2:
             continue
-        if _only_user(graph, g.vid, users) is not (head or r):
+        if _only_user(graph, g.vid, users) is not (chain[-1] if chain else r):
             continue
         a, w = g.args
         assert isinstance(a, Use) and isinstance(w, Use)
@@ -323,22 +344,31 @@ def _sum_before_linear(graph: Graph) -> list[Applied]:
         before, made = [wsum, prod], [wsum, prod]
         r.args = [Use(prod.vid, prod.shape)]
         sites = f"{r.origin} over {g.origin}"
-        if bias is not None:
-            lf = graph.leaves[bias.vid]
-            bsum = _new_node(
+        last = r
+        after: list[Node] = []
+        for fn, vec in reversed(terms):  # in the reference's order, nearest the GEMM first
+            lf = graph.leaves[vec.vid]
+            vsum = _new_node(
                 graph, r, "reduce", "sum", [Use(lf.vid, lf.shape)], (1,), axes=(0,), field="sum"
             )
-            before.append(bsum)
-            made.append(bsum)
-            plus = _new_node(
-                graph, r, "ew", "add", [Use(r.vid, r.shape), Use(bsum.vid, (1,))], r.shape
+            before.append(vsum)
+            step = _new_node(
+                graph, r, "ew", fn, [Use(last.vid, r.shape), Use(vsum.vid, (1,))], r.shape
             )
-            _redirect(graph, r.vid, plus.vid)
-            graph.nodes.insert(graph.nodes.index(r) + 1, plus)
-            made.append(plus)
-            sites += " (with its bias)"
+            after.append(step)
+            last = step
+        made += before[2:] + after
+        if after:
+            _redirect(graph, r.vid, last.vid)  # the steps are not placed yet: they keep r
+            at = graph.nodes.index(r) + 1
+            graph.nodes[at:at] = after
+            sites += (
+                " (with its bias)"
+                if len(terms) == 1 and terms[0][0] == "add"
+                else (f" (with {len(terms)} per-feature vectors)")
+            )
         _insert_before(graph, r, before)
-        graph.nodes = [n for n in graph.nodes if n is not g and n is not head]
+        graph.nodes = [n for n in graph.nodes if n is not g and n not in chain]
         out.append(Applied("sum_before_linear", sites, {n.vid for n in made} | {r.vid}))
         users = _users(graph)
     return out

@@ -211,6 +211,37 @@ def test_sum_over_nn_linear_keeps_its_bias_and_batch_dims(tmp_path: Path) -> Non
     assert "gemm" not in [n.kind for n in graph.nodes]
 
 
+def test_mean_over_a_linear_minus_a_parameter_is_a_matrix_vector_product(tmp_path: Path) -> None:
+    """Held-out level 2's 51_Gemm_Subtract_GlobalAvgPool_LogSumExp_GELU_ResidualAdd: the mean
+    (a sum times 1/n) over a Linear's outputs less a parameter vector; each vector is summed
+    on its own and applied with its own sign, in the reference's order."""
+    src = model(
+        "self.fc = nn.Linear(17, 23)\nself.s = nn.Parameter(torch.randn(23))\n"
+        "self.t = nn.Parameter(torch.randn(23))",
+        "y = (self.fc(x) - self.s + self.t).mean(dim=1, keepdim=True)\n"
+        "return F.gelu(torch.logsumexp(y, dim=1, keepdim=True)) + x",
+        "torch.randn(9, 17)",
+    )
+    graph = _check(tmp_path, "meanlinsub", src, "sum_before_linear")
+    assert "gemm" not in [n.kind for n in graph.nodes]
+    assert [n.fn for n in graph.nodes if n.kind == "reduce"].count("sum") >= 4  # W, x, b, s, t
+
+
+def test_a_vector_minus_the_linear_is_left_alone(tmp_path: Path) -> None:
+    """s - (x W^T + b) would need the GEMV's sign flipped: not taken (nothing to gain over
+    being exact about what is supported)."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "self.fc = nn.Linear(7, 5)\nself.s = nn.Parameter(torch.randn(5))",
+        "return (self.s - self.fc(x)).sum(1)",
+        "torch.randn(9, 7)",
+    )
+    graph = capture(write_problem(tmp_path, "vecminus", src))
+    assert apply_rewrites(graph, ("sum_before_linear",)) == []
+
+
 def test_sum_over_a_matmul_by_a_plain_matrix(tmp_path: Path) -> None:
     src = model(
         "self.b = nn.Parameter(torch.randn(17, 23))",
