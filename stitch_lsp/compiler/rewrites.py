@@ -557,6 +557,137 @@ def _pool_before_pointwise_conv(graph: Graph) -> list[Applied]:
     return out
 
 
+def _pool_before_linear(graph: Graph) -> list[Applied]:
+    """avg_pool1d(x W^T + b, k) over the output features = x (W pooled)^T + b pooled, where
+    row i of W pooled is the mean of W's rows i k .. i k + k - 1: a Linear followed by an
+    average pool over its features (held-out level 2's 98_Matmul_AvgPool_GELU_Scale_Max) is
+    a GEMM k times narrower, after a pass over the weight (pooled afresh on every call)."""
+    users = _users(graph)
+    out = []
+    for p in list(graph.nodes):
+        if p.kind != "pool" or p.fn != "avg_pool" or "clipped" in p.params:
+            continue
+        kernel, stride = _ints(p, "kernel"), _ints(p, "stride")
+        if len(kernel) != 1 or stride != kernel or any(_ints(p, "padding")):
+            continue
+        if any(d != 1 for d in _ints(p, "dilation")):
+            continue
+        x = p.args[0]
+        if not isinstance(x, Use) or not _plain(x) or len(x.shape) != 3 or x.shape[1] != 1:
+            continue
+        kk = kernel[0]
+        src = graph.node(x.vid)
+        if src is None or (src.kind != "gemm" and not _float_ew(src)):
+            continue
+        bias: Use | None = None
+        g = src
+        if src.kind == "ew":
+            if src.fn != "add" or len(src.uses) != 2 or _only_user(graph, src.vid, users) is not p:
+                continue
+            mm_use, b = src.uses
+            if b.vid not in graph.leaves:
+                mm_use, b = b, mm_use
+            found = graph.node(mm_use.vid)
+            if (
+                found is None
+                or b.vid not in graph.leaves
+                or graph.leaves[b.vid].shape != (found.shape[-1],)
+            ):
+                continue
+            g = found
+            if not _plain(b) or not _plain(mm_use) or mm_use.shape != src.shape:
+                continue
+            bias = b
+        if g.kind != "gemm" or g.params.get("batch", 1) != 1 or len(g.args) != 2:
+            continue
+        if _only_user(graph, g.vid, users) is not (p if bias is None else src):
+            continue
+        if g.dtype != "float32":
+            continue
+        a, w = g.args
+        assert isinstance(a, Use) and isinstance(w, Use)
+        if not _plain(a) or w.strided or len(g.shape) != 2:
+            continue
+        (m_rows, k_in), n_out = a.shape, g.shape[-1]
+        if n_out % kk or p.shape != (m_rows, 1, n_out // kk):
+            continue
+        n_p = n_out // kk
+        if w.trans:  # W stored (n, k_in): mean of each run of kk rows
+            wsum = _new_node(
+                graph,
+                g,
+                "reduce",
+                "sum",
+                [Use(w.vid, (n_p, kk, k_in))],
+                (n_p, 1, k_in),
+                axes=(1,),
+                field="sum",
+            )
+            b_use = Use(0, (k_in, n_p), trans=True)
+        else:  # B stored (k_in, n): mean of each run of kk columns
+            wsum = _new_node(
+                graph,
+                g,
+                "reduce",
+                "sum",
+                [Use(w.vid, (k_in, n_p, kk))],
+                (k_in, n_p, 1),
+                axes=(2,),
+                field="sum",
+            )
+            b_use = Use(0, (k_in, n_p))
+        wmean = _new_node(
+            graph, g, "ew", "mul", [Use(wsum.vid, wsum.shape), Const(1.0 / kk)], wsum.shape
+        )
+        made = [wsum, wmean]
+        mm = _new_node(
+            graph,
+            g,
+            "gemm",
+            "gemm",
+            [a, Use(wmean.vid, b_use.shape, b_use.trans)],
+            (m_rows, n_p),
+            **g.params,
+        )
+        made.append(mm)
+        last = mm
+        if bias is not None:
+            bsum = _new_node(
+                graph,
+                p,
+                "reduce",
+                "sum",
+                [Use(bias.vid, (n_p, kk))],
+                (n_p, 1),
+                axes=(1,),
+                field="sum",
+            )
+            bmean = _new_node(
+                graph, p, "ew", "mul", [Use(bsum.vid, bsum.shape), Const(1.0 / kk)], bsum.shape
+            )
+            last = _new_node(
+                graph,
+                p,
+                "ew",
+                "add",
+                [Use(mm.vid, mm.shape), Use(bmean.vid, (n_p,))],
+                (m_rows, n_p),
+            )
+            made += [bsum, bmean, last]
+        _insert_before(graph, p, made)
+        _redirect(graph, p.vid, last.vid)
+        graph.nodes = [n for n in graph.nodes if n is not p and n is not g and n is not src]
+        out.append(
+            Applied(
+                "pool_before_linear",
+                f"{p.origin} after {g.origin}" + (" (with its bias)" if bias else ""),
+                {n.vid for n in made},
+            )
+        )
+        users = _users(graph)
+    return out
+
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
@@ -675,6 +806,11 @@ CATALOGUE: tuple[Rewrite, ...] = (
         "sum_before_linear", "sum_j (x W^T + b)_j = x (sum_j W_j) + sum_j b_j", _sum_before_linear
     ),
     Rewrite("affine_chain", "((x k1 + m1) k2 + m2) = x (k1 k2) + (m1 k2 + m2)", _affine_chain),
+    Rewrite(
+        "pool_before_linear",
+        "avg_pool(x W^T + b, k) = x (avg_pool_rows(W, k))^T + avg_pool(b, k)",
+        _pool_before_linear,
+    ),
     Rewrite(
         "pool_before_pointwise_conv",
         "avg_pool(conv1x1(z)) = conv1x1(avg_pool(z))",

@@ -95,9 +95,9 @@ def _check(tmp_path: Path, name: str, source: str, rewrite: str, exact: bool = F
     path = write_problem(tmp_path, name, source)
     graph, applied, before = _rewritten(path, (rewrite,))
     assert [a.name for a in applied] and {a.name for a in applied} == {rewrite}, applied
-    # sum_before_linear trades a GEMM for three cheap nodes; channels_last may copy an image
-    # to NHWC once to save a transposing pass per block.
-    if rewrite not in ("sum_before_linear", "channels_last"):
+    # sum_before_linear and pool_before_linear trade GEMM work for a few cheap nodes over the
+    # weight; channels_last may copy an image to NHWC once to save a transposing pass per block.
+    if rewrite not in ("sum_before_linear", "pool_before_linear", "channels_last"):
         assert len(graph.nodes) <= before
     err64, scale = _max_error(path, graph, torch.float64)
     assert err64 <= 1e-12 * max(scale, 1.0), (err64, scale)
@@ -240,6 +240,49 @@ def test_a_vector_minus_the_linear_is_left_alone(tmp_path: Path) -> None:
     )
     graph = capture(write_problem(tmp_path, "vecminus", src))
     assert apply_rewrites(graph, ("sum_before_linear",)) == []
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_average_pool_over_a_linear_is_a_narrower_linear(tmp_path: Path, bias: bool) -> None:
+    """Held-out level 2's 98_Matmul_AvgPool_GELU_Scale_Max: AvgPool1d(4) over a Linear's 24
+    outputs is a Linear with 6 outputs whose weight rows (and bias) are means of 4."""
+    src = model(
+        f"self.fc = nn.Linear(17, 24, bias={bias})\nself.pool = nn.AvgPool1d(4)",
+        "y = self.pool(self.fc(x).unsqueeze(1)).squeeze(1)\n"
+        "return torch.max(F.gelu(y) * 2.0, 1)[0]",
+        "torch.randn(9, 17)",
+    )
+    graph = _check(tmp_path, f"poollin{bias}", src, "pool_before_linear")
+    gemms = [n for n in graph.nodes if n.kind == "gemm"]
+    assert len(gemms) == 1 and gemms[0].shape == (9, 6)
+    assert "pool" not in [n.kind for n in graph.nodes]
+
+
+def test_a_pool_over_a_matmul_by_a_plain_matrix(tmp_path: Path) -> None:
+    src = model(
+        "self.b = nn.Parameter(torch.randn(17, 24))",
+        "return F.avg_pool1d((x @ self.b).unsqueeze(1), 3).squeeze(1)",
+        "torch.randn(9, 17)",
+    )
+    graph = _check(tmp_path, "poolmat", src, "pool_before_linear")
+    assert [n.shape for n in graph.nodes if n.kind == "gemm"] == [(9, 8)]
+
+
+def test_an_overlapping_or_padded_pool_is_left_alone(tmp_path: Path) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    for name, call in (
+        ("overlap", "F.avg_pool1d(h, 4, 2)"),
+        ("padded", "F.avg_pool1d(h, 4, 4, 1)"),
+    ):
+        src = model(
+            "self.fc = nn.Linear(7, 24)",
+            f"h = self.fc(x).unsqueeze(1)\nreturn {call}",
+            "torch.randn(9, 7)",
+        )
+        graph = capture(write_problem(tmp_path, f"pool_{name}", src))
+        assert apply_rewrites(graph, ("pool_before_linear",)) == [], name
 
 
 def test_sum_over_a_matmul_by_a_plain_matrix(tmp_path: Path) -> None:
