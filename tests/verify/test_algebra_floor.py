@@ -78,6 +78,39 @@ def test_the_catalogue_removes_the_gemm_of_a_sum_over_a_linear(tmp_path: Path) -
     assert any(r.startswith("sum_before_linear") for r in got.rewrites), got.rewrites
 
 
+POOL_OVER_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(1024, 4096)
+        self.pool = nn.AvgPool1d(16)
+
+    def forward(self, x):
+        return torch.relu(self.pool(self.linear(x).unsqueeze(1)).squeeze(1))
+
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_pooled_linear_removes_all_but_one_in_k_of_the_gemm(tmp_path: Path) -> None:
+    from stitch_lsp.verify.worker.algebra_floor import algebra_floor
+
+    got = algebra_floor(_write(tmp_path, "pool", POOL_OVER_LINEAR))
+    full = 2 * 512 * 1024 * 4096
+    assert got.removed_flops == full - full // 16, got
+    assert any(r.startswith("pool_before_linear") for r in got.rewrites), got.rewrites
+
+
 def test_nothing_is_removed_where_no_rewrite_fires(tmp_path: Path) -> None:
     from stitch_lsp.verify.worker.algebra_floor import algebra_floor
 
