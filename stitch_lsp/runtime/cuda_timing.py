@@ -21,11 +21,12 @@ def median_ms(fn: Callable[[], Any], runs: int, gpu_only: bool = False) -> float
     stage costs inside a replayed CUDA graph, where that host work is gone."""
     import torch
 
+    spin = getattr(torch.cuda, "_sleep", None) if gpu_only else None  # private: may be absent
     times = []
     for _ in range(runs):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if gpu_only:
-            torch.cuda._sleep(SPIN_CYCLES)
+        if spin is not None:
+            spin(SPIN_CYCLES)
         start.record()
         fn()
         end.record()
