@@ -41,6 +41,9 @@ class BenchRow(Record):
         default_factory=list, description="Why a baseline column could not be measured."
     )
     reason: str = ""
+    rewrites: list[str] = Field(
+        default_factory=list, description="The exact algebra the builtin candidate relies on."
+    )
     candidate: str | None = None
     device: str | None = None
     gpu_name: str | None = None
@@ -163,8 +166,8 @@ def markdown(report: BenchReport) -> str:
         + f", {report.date}",
         "",
         "| problem | handled | correct | vs eager | vs torch.compile | vs CUDA graph "
-        "| vs compile r-o | vs best | eager ms | candidate ms | note |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| vs compile r-o | vs best | eager ms | candidate ms | rewrites | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report.rows:
         note = r.reason or (r.status if not r.correct else "") or "; ".join(r.baseline_notes)
@@ -173,7 +176,8 @@ def markdown(report: BenchReport) -> str:
             f"| {r.problem} | {'yes' if r.handled else 'no'} | {correct_word(r)} "
             f"| {_fmt(r.speedup_vs_eager)} | {_fmt(r.speedup_vs_compile)} "
             f"| {_fmt(r.speedup_vs_graph)} | {_fmt(r.speedup_vs_compile_ro)} | {_best(r)} "
-            f"| {_fmt(r.eager_ms, '')} | {_fmt(r.candidate_ms, '')} | {note} |"
+            f"| {_fmt(r.eager_ms, '')} | {_fmt(r.candidate_ms, '')} | {', '.join(r.rewrites)} "
+            f"| {note} |"
         )
     lines += [
         "",
@@ -270,6 +274,7 @@ def run_bench(
                 path = out_dir / f"{f.stem}_builtin.py"
                 path.write_text(cand.source or "")
                 row.candidate = str(path)
+                row.rewrites = list(dict.fromkeys(r.split(":")[0] for r in cand.rewrites))
             else:
                 row.reason = cand.reason.splitlines()[0] if cand.reason else "not handled"
             if on_generated:

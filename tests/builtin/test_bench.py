@@ -85,7 +85,10 @@ def test_bench_without_gpu_generates_and_reports(
 def test_markdown_has_every_row() -> None:
     from stitch_lsp.agents.bench import BenchReport
 
-    rows = [BenchRow(problem="x", handled=True, correct=True, speedup_vs_eager=1.1)]
+    rows = [
+        BenchRow(problem="x", handled=True, correct=True, speedup_vs_eager=1.1),
+        BenchRow(problem="y", handled=True, correct=True, rewrites=["sum_before_linear"]),
+    ]
     report = BenchReport(
         folder="f",
         coder="builtin",
@@ -96,6 +99,8 @@ def test_markdown_has_every_row() -> None:
     )
     text = markdown(report)
     assert "| x | yes | yes | 1.100x |" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| y |"))
+    assert row.endswith("| sum_before_linear |  |")  # the algebra it relies on, its own column
 
 
 def test_markdown_says_why_a_candidate_was_not_correct() -> None:
