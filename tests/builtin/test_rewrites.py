@@ -97,7 +97,12 @@ def _check(tmp_path: Path, name: str, source: str, rewrite: str, exact: bool = F
     assert [a.name for a in applied] and {a.name for a in applied} == {rewrite}, applied
     # sum_before_linear and pool_before_linear trade GEMM work for a few cheap nodes over the
     # weight; channels_last may copy an image to NHWC once to save a transposing pass per block.
-    if rewrite not in ("sum_before_linear", "pool_before_linear", "channels_last"):
+    if rewrite not in (
+        "sum_before_linear",
+        "pool_before_linear",
+        "global_sum_of_conv_transpose",
+        "channels_last",
+    ):
         assert len(graph.nodes) <= before
     err64, scale = _max_error(path, graph, torch.float64)
     assert err64 <= 1e-12 * max(scale, 1.0), (err64, scale)
@@ -283,6 +288,55 @@ def test_an_overlapping_or_padded_pool_is_left_alone(tmp_path: Path) -> None:
         )
         graph = capture(write_problem(tmp_path, f"pool_{name}", src))
         assert apply_rewrites(graph, ("pool_before_linear",)) == [], name
+
+
+@pytest.mark.parametrize(
+    ("conv", "x", "dims", "bias"),
+    [
+        ("nn.ConvTranspose2d(5, 7, 3)", "torch.randn(2, 5, 6, 9)", "(2, 3)", "(7, 1, 1)"),
+        (
+            "nn.ConvTranspose2d(5, 7, 3, stride=2, output_padding=1, dilation=2)",
+            "torch.randn(2, 5, 6, 9)",
+            "(2, 3)",
+            "(7, 1, 1)",
+        ),
+        (
+            "nn.ConvTranspose3d(3, 4, (2, 3, 2), stride=(1, 2, 1))",
+            "torch.randn(2, 3, 4, 5, 3)",
+            "(2, 3, 4)",
+            "(4, 1, 1, 1)",
+        ),
+    ],
+)
+def test_global_mean_of_an_unpadded_conv_transpose_needs_no_convolution(
+    tmp_path: Path, conv: str, x: str, dims: str, bias: str
+) -> None:
+    """Held-out level 2's 42_ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply: the
+    pixel mean of an unpadded transposed convolution (plus its bias and another per-channel
+    vector) is the input's pixel sums times the weight's tap sums."""
+    src = model(
+        f"self.conv = {conv}\nself.bias = nn.Parameter(torch.randn{bias})",
+        f"y = torch.mean(self.conv(x), dim={dims}, keepdim=True) + self.bias\n"
+        "return torch.logsumexp(y, dim=1, keepdim=True) * 10.0",
+        x,
+    )
+    graph = _check(tmp_path, "gconvt", src, "global_sum_of_conv_transpose")
+    assert "conv" not in [n.kind for n in graph.nodes]
+
+
+def test_a_padded_conv_transpose_keeps_its_convolution(tmp_path: Path) -> None:
+    """Padding crops taps at the border (44_ConvTranspose2d_Multiply_GlobalAvgPool...): the tap
+    sums would overcount, so nothing fires."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "self.conv = nn.ConvTranspose2d(5, 7, 3, stride=2, padding=1, output_padding=1)",
+        "return self.conv(x).mean(dim=(2, 3))",
+        "torch.randn(2, 5, 6, 6)",
+    )
+    graph = capture(write_problem(tmp_path, "gconvt_pad", src))
+    assert apply_rewrites(graph, ("global_sum_of_conv_transpose",)) == []
 
 
 def test_sum_over_a_matmul_by_a_plain_matrix(tmp_path: Path) -> None:
