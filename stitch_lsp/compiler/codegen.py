@@ -1012,6 +1012,17 @@ class _ReductionKernel:
         args_ws = [*self.args, Arg("ws", -1, "unsigned char*", "ws")]
         return self._finish(head, body, args_ws, launch)
 
+    def _launches(self, grid: str, threads: int, names: str) -> list[str]:
+        """The launcher's two launches: the float4 kernel where pointers allow, else scalar."""
+        name = self.g.name
+        return [
+            f"if (vec && {str(self.vec_ok).lower()}) {{",
+            f"  {name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
+            "} else {",
+            f"  {name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
+            "}",
+        ]
+
     def row_kernel(self, body: list[str]) -> str:
         """Row / chan layout, one block per row (or channel), grid-striding over the rows."""
         if self.shape.lanes:
@@ -1031,14 +1042,7 @@ class _ReductionKernel:
         ]
         per_sm = max(1, min(32, 2048 // threads))
         grid = f"stitch_grid({self.lay.kept} * {threads}LL, {threads}, {per_sm})"
-        launch = [
-            f"if (vec && {str(self.vec_ok).lower()}) {{",
-            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
-            "} else {",
-            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
-            "}",
-        ]
-        return self._finish(head, body, self.args, launch)
+        return self._finish(head, body, self.args, self._launches(grid, threads, names))
 
     def packed_row_kernel(self, body: list[str]) -> str:
         """Short rows: LANES threads per row, RPB rows per block, combined by shuffles. A
@@ -1062,14 +1066,7 @@ class _ReductionKernel:
             "    (void)kept;",
         ]
         grid = f"stitch_grid({self.lay.kept} * {lanes}LL, {threads}, 8)"
-        launch = [
-            f"if (vec && {str(self.vec_ok).lower()}) {{",
-            f"  {g.name}_kernel<true><<<{grid}, {threads}, 0, stream>>>({names});",
-            "} else {",
-            f"  {g.name}_kernel<false><<<{grid}, {threads}, 0, stream>>>({names});",
-            "}",
-        ]
-        return self._finish(head, body, self.args, launch)
+        return self._finish(head, body, self.args, self._launches(grid, threads, names))
 
 
 class Codegen:
