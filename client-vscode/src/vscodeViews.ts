@@ -10,7 +10,7 @@ import * as vscode from "vscode";
 import { referenceOf } from "./compare";
 import { type JobDetail, type JobInfo, JobsModel } from "./jobs";
 import type { ProgressReporter, ProgressUi } from "./progress";
-import { parseResults, RESULTS_METHOD } from "./results/model";
+import { parseResults, RESULTS_METHOD, type Results } from "./results/model";
 import { parsePanelMessage, resultsPage } from "./results/page";
 
 export const JOBS_VIEW = "stitch.jobs";
@@ -136,6 +136,8 @@ export class ResultsPanel implements vscode.Disposable {
   private panel: vscode.WebviewPanel | undefined;
   private uri: string | undefined;
   private reference: string | undefined;
+  /** The page last drawn, less its nonce: drawing the same page again would reload the frame. */
+  private drawn: string | undefined;
   private readonly subscriptions: vscode.Disposable[] = [];
 
   constructor(
@@ -177,8 +179,10 @@ export class ResultsPanel implements vscode.Disposable {
         { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true },
         { enableScripts: true, localResourceRoots: [], retainContextWhenHidden: false },
       );
+      this.drawn = undefined;
       this.panel.onDidDispose(() => {
         this.panel = undefined;
+        this.drawn = undefined;
       });
       this.panel.webview.onDidReceiveMessage((raw) => void this.onMessage(raw));
     } else if (reveal) {
@@ -200,9 +204,8 @@ export class ResultsPanel implements vscode.Disposable {
     if (panel === undefined) {
       return;
     }
-    const opts = { nonce: crypto.randomBytes(16).toString("base64"), cspSource: panel.webview.cspSource };
     if (this.uri === undefined) {
-      panel.webview.html = resultsPage(undefined, opts, "Open a Python file with a Model or ModelNew first.");
+      this.draw(panel, undefined, "Open a Python file with a Model or ModelNew first.");
       return;
     }
     let error: string | undefined;
@@ -221,7 +224,25 @@ export class ResultsPanel implements vscode.Disposable {
     }
     panel.title = results ? `Stitch: ${results.file}` : "Stitch results";
     this.reference = results?.reference ?? undefined;
-    panel.webview.html = resultsPage(results, opts, error);
+    this.draw(panel, results, error);
+  }
+
+  /**
+   * Sets the page only when it changed: a new page replaces the frame, and with it the reader's
+   * scroll position and sort order, so a job that changed nothing leaves the panel as it is.
+   */
+  private draw(panel: vscode.WebviewPanel, results: Results | undefined, error: string | undefined): void {
+    const cspSource = panel.webview.cspSource;
+    const key = resultsPage(results, { nonce: "", cspSource }, error);
+    if (key === this.drawn) {
+      return;
+    }
+    this.drawn = key;
+    panel.webview.html = resultsPage(
+      results,
+      { nonce: crypto.randomBytes(16).toString("base64"), cspSource },
+      error,
+    );
   }
 
   private async onMessage(raw: unknown): Promise<void> {

@@ -235,23 +235,33 @@ try {
     await page.waitForTimeout(1000);
     await frame2.locator("button[data-action=refresh]").click();
   }
-  await point.first().waitFor({ timeout: T(10_000) });
-  seen.profiledResults = await frame2.locator("body").innerText();
-  seen.profiledRoofLabel = await frame2.locator("svg.roofline text.roof-label").allTextContents();
-  seen.addReferenceButton = await frame2.locator("button[data-action=addReferenceReport]").count();
-  // The kernel table scrolls inside its container; the page itself never gets wider.
-  seen.pageOverflow = await frame2
-    .locator("body")
-    .evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  seen.tableScrolls = await frame2
-    .locator("div.scroll")
-    .first()
-    .evaluate((e) => getComputedStyle(e).overflowX);
-  // ... and at this size it needs no scrolling: every column is in view.
-  seen.tableHidden = await frame2
-    .locator("div.scroll")
-    .first()
-    .evaluate((e) => e.scrollWidth - e.clientWidth);
+  // A job that lands late (the report read, a refresh) sets the panel's HTML again, which
+  // replaces the webview's frame under a read in flight: read the whole page again then.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await point.first().waitFor({ timeout: T(10_000) });
+      seen.profiledResults = await frame2.locator("body").innerText();
+      seen.profiledRoofLabel = await frame2.locator("svg.roofline text.roof-label").allTextContents();
+      seen.addReferenceButton = await frame2.locator("button[data-action=addReferenceReport]").count();
+      // The kernel table scrolls inside its container; the page itself never gets wider.
+      seen.pageOverflow = await frame2
+        .locator("body")
+        .evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      seen.tableScrolls = await frame2
+        .locator("div.scroll")
+        .first()
+        .evaluate((e) => getComputedStyle(e).overflowX);
+      // ... and at this size it needs no scrolling: every column is in view.
+      seen.tableHidden = await frame2
+        .locator("div.scroll")
+        .first()
+        .evaluate((e) => e.scrollWidth - e.clientWidth);
+      break;
+    } catch (err) {
+      if (attempt >= 4 || !/detached|destroyed|closed/i.test(String(err))) throw err;
+      await page.waitForTimeout(1000);
+    }
+  }
   seen.toastsOverProfiled = await page.locator(".notification-toast").count();
   await shot("5-results-roofline");
   // Sortable: a click on "time µs" sorts by it, ascending, then descending.
