@@ -65,7 +65,9 @@ def ew(n: Node, args: list[Any]) -> torch.Tensor:
 def gather(n: Node, args: list[torch.Tensor]) -> torch.Tensor:
     p = n.params
     if n.fn == "cat":
-        return torch.cat([a.float() for a in args], int(p["dim"]))  # type: ignore[arg-type]
+        # predicates are stored as 1.f / 0.f; a float64 run keeps its precision
+        wide = torch.float64 if any(a.dtype == torch.float64 for a in args) else torch.float32
+        return torch.cat([a.to(wide) for a in args], int(p["dim"]))  # type: ignore[arg-type]
     if n.fn == "pad":
         before = list(p["before"])  # type: ignore[arg-type]
         after = [o - i - b for o, i, b in zip(n.shape, args[0].shape, before, strict=True)]

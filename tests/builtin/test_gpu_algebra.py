@@ -2,7 +2,8 @@
 
 Each problem is a held-out level-2 shape at a reduced size: a mean over a Linear less a
 parameter (`sum_before_linear`, 51), an average pool over a Linear (`pool_before_linear`, 98)
-and the global mean of an unpadded transposed convolution (`global_sum_of_conv_transpose`, 42).
+and the means of transposed convolutions (`spatial_sum_of_conv_transpose`): global over an
+unpadded one (42) and a padded, strided one (44), and over the depth of a padded 3-D one (13).
 The CPU side (the identities against float64) is in test_rewrites.py.
 """
 
@@ -42,7 +43,7 @@ PROBLEMS = {
         "        return torch.max(F.gelu(y) * 2.0, dim=1).values\n\n\n"
         "def get_inputs():\n    return [torch.randn(256, 1024)]\n"
     ),
-    "global_sum_of_conv_transpose": (
+    "spatial_sum_of_conv_transpose": (
         "class Model(nn.Module):\n"
         "    def __init__(self):\n"
         "        super().__init__()\n"
@@ -53,14 +54,39 @@ PROBLEMS = {
         "        return torch.logsumexp(y, dim=1, keepdim=True).sum(dim=(2, 3)) * 10.0\n\n\n"
         "def get_inputs():\n    return [torch.randn(8, 16, 64, 64)]\n"
     ),
+    "spatial_sum_of_conv_transpose/padded": (
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv_transpose = nn.ConvTranspose2d(\n"
+        "            16, 32, 3, stride=2, padding=1, output_padding=1\n"
+        "        )\n\n"
+        "    def forward(self, x):\n"
+        "        x = self.conv_transpose(x) * 0.5\n"
+        "        x = torch.mean(x, dim=[2, 3], keepdim=True)\n"
+        "        return torch.mean(x, dim=[2, 3], keepdim=True)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(8, 16, 64, 64)]\n"
+    ),
+    "spatial_sum_of_conv_transpose/depth": (
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv_transpose = nn.ConvTranspose3d(8, 32, 3, padding=1)\n"
+        "        self.bias = nn.Parameter(torch.randn(1, 32, 1, 1, 1))\n\n"
+        "    def forward(self, x):\n"
+        "        x = self.conv_transpose(x).mean(dim=2, keepdim=True) + self.bias\n"
+        "        return torch.tanh(torch.softmax(x, dim=1)) * 2.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8, 16, 32, 32)]\n"
+    ),
 }
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rewrite", sorted(PROBLEMS))
-def test_rewritten_programs_match_the_model_on_the_gpu(tmp_path: Path, rewrite: str) -> None:
-    path = write_problem(tmp_path, f"alg_{rewrite}", _HEAD + PROBLEMS[rewrite] + _TAIL)
-    ref, _, model, model_new = on_gpu(path, f"alg_{rewrite}")
+@pytest.mark.parametrize("case", sorted(PROBLEMS))
+def test_rewritten_programs_match_the_model_on_the_gpu(tmp_path: Path, case: str) -> None:
+    rewrite, name = case.split("/")[0], case.replace("/", "_")
+    path = write_problem(tmp_path, f"alg_{name}", _HEAD + PROBLEMS[case] + _TAIL)
+    ref, _, model, model_new = on_gpu(path, f"alg_{name}")
     assert rewrite in path.with_name(f"{path.stem}_builtin.py").read_text()
     for call in range(3):  # plain, capture, replay
         torch.manual_seed(50 + call)

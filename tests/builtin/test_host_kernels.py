@@ -209,3 +209,46 @@ def test_short_rows_pack_several_rows_per_block(tmp_path: Path) -> None:
     assert "lanes_allreduce<MomS, LANES>" in source and "constexpr int LANES = 4" in source
     model, inputs = seeded_problem(path, "host_short_rows")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+
+
+CONV_T_SUMS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(5, 6, 3, stride=2, padding=1, output_padding=1)
+        self.deep = nn.ConvTranspose3d(5, 4, 3, padding=1)
+        self.bias = nn.Parameter(torch.randn(4, 1, 1, 1))
+
+    def forward(self, x, v):
+        g = torch.mean(self.up(x) * 0.5, dim=[2, 3], keepdim=True)
+        d = self.deep(v).mean(dim=(2, 3), keepdim=True) + self.bias
+        return g.mean(dim=[2, 3], keepdim=True), torch.softmax(d, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 9, 7), torch.randn(2, 5, 3, 12, 7)]  # depth 3: a sliced sum
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_tap_range_sums_of_a_padded_conv_transpose(tmp_path: Path) -> None:
+    """spatial_sum_of_conv_transpose's kernels (sums over sliced input ranges, their stacking
+    along the summed dim, the weight's taps moved next to its input channels) agree with the
+    rewritten graph (which test_rewrites bounds against float64)."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    path = tmp_path / "convt_sums.py"
+    path.write_text(CONV_T_SUMS)
+    graph = capture(path)
+    names = [a.name for a in apply_rewrites(graph)]
+    assert names.count("spatial_sum_of_conv_transpose") == 2, names
+    model, inputs = seeded_problem(path, "host_convt_sums")
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]

@@ -100,7 +100,7 @@ def _check(tmp_path: Path, name: str, source: str, rewrite: str, exact: bool = F
     if rewrite not in (
         "sum_before_linear",
         "pool_before_linear",
-        "global_sum_of_conv_transpose",
+        "spatial_sum_of_conv_transpose",
         "channels_last",
     ):
         assert len(graph.nodes) <= before
@@ -306,37 +306,98 @@ def test_an_overlapping_or_padded_pool_is_left_alone(tmp_path: Path) -> None:
             "(2, 3, 4)",
             "(4, 1, 1, 1)",
         ),
+        (  # 44_ConvTranspose2d_Multiply_GlobalAvgPool_GlobalAvgPool_Mean's convolution
+            "nn.ConvTranspose2d(5, 7, 3, stride=2, padding=1, output_padding=1)",
+            "torch.randn(2, 5, 6, 6)",
+            "(2, 3)",
+            "(7, 1, 1)",
+        ),
+        (
+            "nn.ConvTranspose2d(5, 7, (3, 4), stride=(1, 3), padding=(2, 1), dilation=(2, 1))",
+            "torch.randn(2, 5, 9, 7)",
+            "(2, 3)",
+            "(7, 1, 1)",
+        ),
+        (
+            "nn.ConvTranspose3d(3, 4, 3, stride=2, padding=(1, 0, 1), output_padding=(1, 0, 0))",
+            "torch.randn(2, 3, 4, 5, 3)",
+            "(2, 3, 4)",
+            "(4, 1, 1, 1)",
+        ),
+        ("nn.ConvTranspose1d(5, 7, 5, padding=2)", "torch.randn(2, 5, 11)", "(2,)", "(7, 1)"),
     ],
 )
-def test_global_mean_of_an_unpadded_conv_transpose_needs_no_convolution(
+def test_global_mean_of_a_conv_transpose_needs_no_convolution(
     tmp_path: Path, conv: str, x: str, dims: str, bias: str
 ) -> None:
-    """Held-out level 2's 42_ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply: the
-    pixel mean of an unpadded transposed convolution (plus its bias and another per-channel
-    vector) is the input's pixel sums times the weight's tap sums."""
+    """Held-out level 2's 42_ConvTranspose2d_GlobalAvgPool_BiasAdd_LogSumExp_Sum_Multiply and
+    44_ConvTranspose2d_Multiply_GlobalAvgPool_GlobalAvgPool_Mean: the pixel mean of a
+    transposed convolution (plus its bias and another per-channel vector) is the input's
+    pixel sums, per tap where padding crops the border, times the weight's taps: a GEMM."""
     src = model(
         f"self.conv = {conv}\nself.bias = nn.Parameter(torch.randn{bias})",
         f"y = torch.mean(self.conv(x), dim={dims}, keepdim=True) + self.bias\n"
         "return torch.logsumexp(y, dim=1, keepdim=True) * 10.0",
         x,
     )
-    graph = _check(tmp_path, "gconvt", src, "global_sum_of_conv_transpose")
+    graph = _check(tmp_path, "gconvt", src, "spatial_sum_of_conv_transpose")
     assert "conv" not in [n.kind for n in graph.nodes]
 
 
-def test_a_padded_conv_transpose_keeps_its_convolution(tmp_path: Path) -> None:
-    """Padding crops taps at the border (44_ConvTranspose2d_Multiply_GlobalAvgPool...): the tap
-    sums would overcount, so nothing fires."""
+@pytest.mark.parametrize(
+    ("conv", "x", "dims", "kept"),
+    [
+        (  # 13_ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling: a depth mean, padded
+            "nn.ConvTranspose3d(3, 4, 3, padding=1)",
+            "torch.randn(2, 3, 8, 5, 6)",
+            "2",
+            "conv_transpose2d",
+        ),
+        (
+            "nn.ConvTranspose3d(3, 4, (3, 2, 3), stride=(2, 1, 2), padding=(1, 1, 0))",
+            "torch.randn(2, 3, 6, 7, 4)",
+            "(2, 3)",
+            "conv_transpose1d",
+        ),
+        (
+            "nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1, dilation=1)",
+            "torch.randn(2, 3, 9, 5)",
+            "2",
+            "conv_transpose1d",
+        ),
+        ("nn.ConvTranspose3d(3, 4, 2)", "torch.randn(2, 3, 6, 4, 5)", "2", "conv_transpose2d"),
+    ],
+)
+def test_a_mean_over_leading_dims_of_a_conv_transpose_is_a_smaller_one(
+    tmp_path: Path, conv: str, x: str, dims: str, kept: str
+) -> None:
+    """A mean over the leading spatial dims only: their taps become input channels of a
+    transposed convolution over the dims that are left, with the same stride and padding."""
+    src = model(
+        f"self.conv = {conv}\nself.bias = nn.Parameter(torch.randn(4, 1, 1, 1)[: 4, :, :, :])",
+        f"y = self.conv(x).mean(dim={dims}, keepdim=True)\n"
+        "y = y + self.bias.view(1, 4, *([1] * (y.dim() - 2)))\n"
+        "return torch.tanh(torch.softmax(y, dim=1)) * 2.0",
+        x,
+    )
+    graph = _check(tmp_path, "pconvt", src, "spatial_sum_of_conv_transpose")
+    convs = [n for n in graph.nodes if n.kind == "conv"]
+    assert [n.fn for n in convs] == [kept]
+
+
+def test_a_sum_over_trailing_dims_of_a_conv_transpose_keeps_it(tmp_path: Path) -> None:
+    """The rewrite stacks the summed dims' taps as input channels, which needs the summed
+    dims ahead of the kept ones in memory: a mean over H and W that keeps D is left alone."""
     from stitch_lsp.compiler.rewrites import apply_rewrites
     from stitch_lsp.compiler.worker.capture import capture
 
     src = model(
-        "self.conv = nn.ConvTranspose2d(5, 7, 3, stride=2, padding=1, output_padding=1)",
-        "return self.conv(x).mean(dim=(2, 3))",
-        "torch.randn(2, 5, 6, 6)",
+        "self.conv = nn.ConvTranspose3d(3, 4, 3, padding=1)",
+        "return self.conv(x).mean(dim=(3, 4))",
+        "torch.randn(2, 3, 4, 6, 6)",
     )
-    graph = capture(write_problem(tmp_path, "gconvt_pad", src))
-    assert apply_rewrites(graph, ("global_sum_of_conv_transpose",)) == []
+    graph = capture(write_problem(tmp_path, "tconvt", src))
+    assert apply_rewrites(graph, ("spatial_sum_of_conv_transpose",)) == []
 
 
 def test_sum_over_a_matmul_by_a_plain_matrix(tmp_path: Path) -> None:
