@@ -689,6 +689,14 @@ def _pool_before_linear(graph: Graph) -> list[Applied]:
     return out
 
 
+def _sum_node(graph: Graph, like: Node, u: Use, axes: tuple[int, ...], keep: Shape) -> Node:
+    """A sum of `u` over `axes` (keepdim shape `keep`), or a copy where they all have size 1
+    (the kernels do not reduce over size-1 dims)."""
+    if all(u.shape[a] == 1 for a in axes):
+        return _new_node(graph, like, "ew", "identity", [u], keep)
+    return _new_node(graph, like, "reduce", "sum", [u], keep, axes=axes, field="sum")
+
+
 def _tap_ranges(
     length: int, out: int, kernel: int, stride: int, pad: int, dilation: int
 ) -> list[tuple[int, int]]:
@@ -804,16 +812,14 @@ def _spatial_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
         full_axes = tuple(2 + j for j in range(m) if whole[j])
         if full_axes:
             keep = tuple(1 if a in full_axes else d for a, d in enumerate(x.shape))
-            total = _new_node(graph, conv, "reduce", "sum", [x], keep, axes=full_axes, field="sum")
+            total = _sum_node(graph, conv, x, full_axes, keep)
             made.append(total)
             xs = Use(total.vid, keep)
         for j in (j for j in range(m) if not whole[j]):
             axis = 2 + j
             keep = (*xs.shape[:axis], 1, *xs.shape[axis + 1 :])
             length = xs.shape[axis]
-            whole_sum = _new_node(
-                graph, conv, "reduce", "sum", [xs], keep, axes=(axis,), field="sum"
-            )
+            whole_sum = _sum_node(graph, conv, xs, (axis,), keep)
             made.append(whole_sum)
             sums: dict[tuple[int, int], Node] = {(0, length): whole_sum}
             for lo, hi in dict.fromkeys(ranges[j]):
@@ -836,15 +842,8 @@ def _spatial_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
                         made.append(last)
                     sums[(lo, hi)] = last
                     continue
-                sums[(lo, hi)] = _new_node(
-                    graph,
-                    conv,
-                    "reduce",
-                    "sum",
-                    [layout.slice_(xs, axis, lo, hi)],
-                    keep,
-                    axes=(axis,),
-                    field="sum",
+                sums[(lo, hi)] = _sum_node(
+                    graph, conv, layout.slice_(xs, axis, lo, hi), (axis,), keep
                 )
                 made.append(sums[(lo, hi)])
             stacked = (*xs.shape[:axis], taps[j], *xs.shape[axis + 1 :])
@@ -865,7 +864,7 @@ def _spatial_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
         ws = w
         if full_axes:
             wshape = tuple(1 if a in full_axes else d for a, d in enumerate(w.shape))
-            wsum = _new_node(graph, conv, "reduce", "sum", [w], wshape, axes=full_axes, field="sum")
+            wsum = _sum_node(graph, conv, w, full_axes, wshape)
             made.append(wsum)
             ws = Use(wsum.vid, wshape)
         order = (0, *range(2, 2 + m), 1, *range(2 + m, rank))
@@ -922,6 +921,206 @@ def _spatial_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
                 + (f" ({cropped} padded dim(s) summed per tap)" if cropped else "")
                 + (f" (with {len(terms)} per-channel vector(s))" if terms else ""),
                 {n.vid for n in made},
+            )
+        )
+        users = _users(graph)
+    return out
+
+
+def _plain_average(p: Node) -> bool:
+    """An average pool whose every window holds `kernel` counted elements (no padding, no
+    clipped window): its value is linear in its input, window by window."""
+    return (
+        p.kind == "pool"
+        and p.fn == "avg_pool"
+        and "clipped" not in p.params
+        and not any(_ints(p, "padding"))
+        and all(d == 1 for d in _ints(p, "dilation"))
+    )
+
+
+def _uniform_over(a: Operand, rank: int, dims: list[int]) -> bool:
+    """The same value along `dims` of a rank-`rank` result: a number, or 1 (or absent) there."""
+    if isinstance(a, Const):
+        return True
+    aligned = (1,) * (rank - len(a.shape)) + tuple(a.shape)
+    return len(aligned) == rank and all(aligned[d] == 1 for d in dims)
+
+
+def _pool_before_channel_affine(graph: Graph) -> list[Applied]:
+    """avg_pool(u * a + b) = avg_pool(u) * a + b where a and b are the same across each window
+    (numbers, scalars, per-channel vectors): the pool moves up to its producer (a transposed
+    convolution, for pool_of_conv_transpose), and the arithmetic runs on the pooled pixels."""
+    users = _users(graph)
+    out = []
+    for p in list(graph.nodes):
+        if not _plain_average(p) or not _plain(p.args[0]):
+            continue
+        x = p.args[0]
+        assert isinstance(x, Use)
+        e = graph.node(x.vid)
+        if e is None or not _float_ew(e) or e.fn not in ("add", "sub", "mul", "div"):
+            continue
+        if len(e.args) != 2 or e.shape != x.shape or _only_user(graph, e.vid, users) is not p:
+            continue
+        rank = len(e.shape)
+        pooled_dims = [2 + j for j, k in enumerate(_ints(p, "kernel")) if k > 1]
+
+        spans = [
+            isinstance(a, Use)
+            and _plain(a)
+            and a.shape == e.shape
+            and not _uniform_over(a, rank, pooled_dims)
+            for a in e.args
+        ]
+        if spans.count(True) != 1 or not all(
+            s or _uniform_over(a, rank, pooled_dims) for s, a in zip(spans, e.args, strict=True)
+        ):
+            continue
+        at = spans.index(True)
+        if e.fn == "div" and at != 0:
+            continue  # a / pool(u) is not pool(a / u)
+        u = e.args[at]
+        assert isinstance(u, Use)
+        pooled = _new_node(graph, p, "pool", "avg_pool", [u], p.shape, **p.params)
+        args = list(e.args)
+        args[at] = Use(pooled.vid, p.shape)
+        after = _new_node(graph, e, "ew", e.fn, args, p.shape, **e.params)
+        _insert_before(graph, p, [pooled, after])
+        _redirect(graph, p.vid, after.vid)
+        graph.nodes = [n for n in graph.nodes if n is not p and n is not e]
+        out.append(
+            Applied("pool_before_channel_affine", f"{p.origin} before {e.origin}", {pooled.vid})
+        )
+        users = _users(graph)
+    return out
+
+
+def _pool_of_conv_transpose(graph: Graph) -> list[Applied]:
+    """avg_pool_k(conv_transpose_k(x, W)) = conv(x, V) with V's taps the means of W's taps
+    that land in one window.
+
+    With pool windows as long as the transposed convolution's stride k, each window holds
+    one output of each phase, so tap t of input i lands in window m exactly when
+    i = m + delta_t, delta_t = -floor((t d - p) / k): the pooled output is a stride-1
+    convolution of x (zero outside it, as the transposed convolution reads it) whose taps
+    are W's taps summed by delta and divided by the window's size. Held-out level 2's
+    50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling: a 2x2x2 convolution at the pooled
+    size instead of a 3x3x3 transposed one that writes 8 times as many pixels."""
+    users = _users(graph)
+    out = []
+    for p in list(graph.nodes):
+        if not _plain_average(p) or not _plain(p.args[0]):
+            continue
+        y = p.args[0]
+        assert isinstance(y, Use)
+        conv = graph.node(y.vid)
+        if conv is None or conv.kind != "conv" or not conv.fn.startswith("conv_transpose"):
+            continue
+        if _only_user(graph, conv.vid, users) is not p or len(conv.args) != 2:
+            continue
+        if int(conv.params.get("groups", 1) or 1) != 1 or conv.dtype != "float32":  # type: ignore[call-overload]
+            continue
+        x, w = conv.args
+        if not isinstance(x, Use) or not isinstance(w, Use) or not _plain(x) or not _plain(w):
+            continue
+        n = len(x.shape) - 2
+        kernel, pstride = _ints(p, "kernel"), _ints(p, "stride")
+        cstride, cpad, cdil = _ints(conv, "stride"), _ints(conv, "padding"), _ints(conv, "dilation")
+        if not (len(kernel) == len(pstride) == len(cstride) == len(cpad) == len(cdil) == n):
+            continue
+        if kernel != pstride or kernel != cstride:
+            continue
+        plan: list[tuple[int, int, list[tuple[int, int]], int, int]] = []
+        for j in range(n):
+            k, d, pad, taps = kernel[j], cdil[j], cpad[j], w.shape[2 + j]
+            deltas = [-((t * d - pad) // k) for t in range(taps)]
+            low = min(deltas)
+            width = max(deltas) - low + 1
+            # each kernel position's taps: a run (delta falls as t grows)
+            runs = [[t for t in range(taps) if deltas[t] == low + pos] for pos in range(width)]
+            length, pooled = x.shape[2 + j], p.shape[2 + j]
+            if not all(runs) or pooled != conv.shape[2 + j] // k:
+                break  # a position no tap reaches (dilation past the stride)
+            plan.append((low, width, [(r[0], r[-1] + 1) for r in runs], length, pooled))
+        if len(plan) != n:
+            continue
+        if math.prod(q[1] for q in plan) > math.prod(w.shape[2:]):
+            continue
+        made: list[Node] = []
+        # x: cut or zero-padded so that output m reads x[m + low ...]
+        cut = x
+        before, after = [0, 0], [0, 0]
+        for j, (low, width, _runs, length, pooled) in enumerate(plan):
+            need = pooled + width - 1
+            lo_cut, lo_pad = max(0, low), max(0, -low)
+            hi_pad = need - lo_pad - (length - lo_cut)
+            hi_cut = max(0, -hi_pad)
+            cut = layout.slice_(cut, 2 + j, lo_cut, length - hi_cut)
+            before.append(lo_pad)
+            after.append(max(0, hi_pad))
+        padding: tuple[int, ...] = (0,) * n
+        xin = cut
+        if before == after:
+            padding = tuple(before[2:])
+            if xin.strided:
+                copy = _new_node(graph, conv, "ew", "identity", [xin], xin.shape)
+                made.append(copy)
+                xin = Use(copy.vid, xin.shape)
+        else:
+            padded = tuple(dim + b + a for dim, b, a in zip(xin.shape, before, after, strict=True))
+            pad = _new_node(
+                graph, conv, "gather", "pad", [xin], padded, before=tuple(before), value=0.0
+            )
+            made.append(pad)
+            xin = Use(pad.vid, padded)
+        # V: W's taps summed per kernel position (positions in rising delta), as (out, in, ...)
+        wv = w
+        for j, (_low, width, runs, _length, _pooled) in enumerate(plan):
+            axis = 2 + j
+            keep = (*wv.shape[:axis], 1, *wv.shape[axis + 1 :])
+            parts = []
+            for lo, hi in runs:
+                part = _sum_node(graph, conv, layout.slice_(wv, axis, lo, hi), (axis,), keep)
+                parts.append(part)
+            made += parts
+            if width == 1:
+                wv = Use(parts[0].vid, keep)
+                continue
+            stacked = (*wv.shape[:axis], width, *wv.shape[axis + 1 :])
+            cat = _new_node(
+                graph,
+                conv,
+                "gather",
+                "cat",
+                [Use(q.vid, keep) for q in parts],
+                stacked,
+                dim=axis,
+                sizes=(1,) * width,
+            )
+            made.append(cat)
+            wv = Use(cat.vid, stacked)
+        swapped = layout.permute(wv, (1, 0, *range(2, n + 2)))
+        v = _new_node(
+            graph, conv, "ew", "mul", [swapped, Const(1.0 / math.prod(kernel))], swapped.shape
+        )
+        made.append(v)
+        params = {
+            key: val
+            for key, val in conv.params.items()
+            if key not in ("stride", "padding", "dilation", "output_padding")
+        }
+        params.update(stride=(1,) * n, padding=padding, dilation=(1,) * n)
+        heavy = _new_node(
+            graph, conv, "conv", f"conv{n}d", [xin, Use(v.vid, v.shape)], p.shape, **params
+        )
+        made.append(heavy)
+        _insert_before(graph, p, made)
+        _redirect(graph, p.vid, heavy.vid)
+        graph.nodes = [q for q in graph.nodes if q is not p and q is not conv]
+        out.append(
+            Applied(
+                "pool_of_conv_transpose", f"{p.origin} over {conv.origin}", {q.vid for q in made}
             )
         )
         users = _users(graph)
@@ -1055,6 +1254,16 @@ CATALOGUE: tuple[Rewrite, ...] = (
         "spatial_sum_of_conv_transpose",
         "sum_dims(conv_transpose(x, W) + b) = conv_transpose_rest(sum_tap_ranges x, W) + n b",
         _spatial_sum_of_conv_transpose,
+    ),
+    Rewrite(
+        "pool_before_channel_affine",
+        "avg_pool(u a + b) = avg_pool(u) a + b for a, b constant over each window",
+        _pool_before_channel_affine,
+    ),
+    Rewrite(
+        "pool_of_conv_transpose",
+        "avg_pool_k(conv_transpose_k(x, W)) = conv(x, mean of W's taps per window offset)",
+        _pool_of_conv_transpose,
     ),
     Rewrite(
         "pool_before_pointwise_conv",

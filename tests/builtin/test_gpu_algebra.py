@@ -3,7 +3,9 @@
 Each problem is a held-out level-2 shape at a reduced size: a mean over a Linear less a
 parameter (`sum_before_linear`, 51), an average pool over a Linear (`pool_before_linear`, 98)
 and the means of transposed convolutions (`spatial_sum_of_conv_transpose`): global over an
-unpadded one (42) and a padded, strided one (44), and over the depth of a padded 3-D one (13).
+unpadded one (42) and a padded, strided one (44), and over the depth of a padded 3-D one (13);
+and an average pool over a transposed convolution as a small convolution
+(`pool_of_conv_transpose`, 50).
 The CPU side (the identities against float64) is in test_rewrites.py.
 """
 
@@ -77,6 +79,19 @@ PROBLEMS = {
         "        x = self.conv_transpose(x).mean(dim=2, keepdim=True) + self.bias\n"
         "        return torch.tanh(torch.softmax(x, dim=1)) * 2.0\n\n\n"
         "def get_inputs():\n    return [torch.randn(4, 8, 16, 32, 32)]\n"
+    ),
+    "pool_of_conv_transpose": (
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.conv_transpose = nn.ConvTranspose3d(3, 16, 3, stride=2, padding=1)\n"
+        "        self.scale1 = nn.Parameter(torch.tensor(0.5))\n"
+        "        self.avg_pool = nn.AvgPool3d(kernel_size=2)\n"
+        "        self.bias = nn.Parameter(torch.randn(16, 1, 1, 1))\n\n"
+        "    def forward(self, x):\n"
+        "        x = self.avg_pool(self.conv_transpose(x) * self.scale1)\n"
+        "        return (x + self.bias) * 1.5\n\n\n"
+        "def get_inputs():\n    return [torch.rand(16, 3, 16, 32, 32)]\n"
     ),
 }
 

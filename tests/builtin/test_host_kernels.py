@@ -252,3 +252,51 @@ def test_the_tap_range_sums_of_a_padded_conv_transpose(tmp_path: Path) -> None:
     assert names.count("spatial_sum_of_conv_transpose") == 2, names
     model, inputs = seeded_problem(path, "host_convt_sums")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+
+
+POOLED_CONV_T = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)
+        self.b = nn.ConvTranspose2d(3, 4, 3, stride=2, bias=False)
+        self.c = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=3, bias=False)
+        self.scale = nn.Parameter(torch.tensor(0.5))
+        self.bias = nn.Parameter(torch.randn(4, 1, 1, 1))
+
+    def forward(self, v, x):
+        a = nn.functional.avg_pool3d(self.a(v) * self.scale, 2) + self.bias
+        b = nn.functional.avg_pool2d(self.b(x), 2)
+        c = nn.functional.avg_pool2d(self.c(x), 2)
+        return a * 2.0, torch.sigmoid(b), torch.tanh(c)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 5, 6, 4), torch.randn(2, 3, 8, 9)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_weight_and_input_of_a_pooled_conv_transpose(tmp_path: Path) -> None:
+    """pool_of_conv_transpose's kernels (W's taps summed per window offset and stacked, the
+    (in, out) swap with the window's divisor, x padded on one side or cut at both ends) agree
+    with the rewritten graph (which test_rewrites bounds against float64)."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    path = tmp_path / "pooled_convt.py"
+    path.write_text(POOLED_CONV_T)
+    graph = capture(path)
+    names = [a.name for a in apply_rewrites(graph)]
+    assert names.count("pool_of_conv_transpose") == 3, names
+    fns = [n.fn for n in graph.nodes]
+    assert "pad" in fns and "identity" in fns and "conv_transpose2d" not in fns, fns
+    model, inputs = seeded_problem(path, "host_pooled_convt")
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]

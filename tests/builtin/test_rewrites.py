@@ -95,12 +95,14 @@ def _check(tmp_path: Path, name: str, source: str, rewrite: str, exact: bool = F
     path = write_problem(tmp_path, name, source)
     graph, applied, before = _rewritten(path, (rewrite,))
     assert [a.name for a in applied] and {a.name for a in applied} == {rewrite}, applied
-    # sum_before_linear and pool_before_linear trade GEMM work for a few cheap nodes over the
-    # weight; channels_last may copy an image to NHWC once to save a transposing pass per block.
+    # sum_before_linear, pool_before_linear and the transposed-convolution entries trade heavy
+    # work for a few cheap nodes over the weight; channels_last may copy an image to NHWC once
+    # to save a transposing pass per block.
     if rewrite not in (
         "sum_before_linear",
         "pool_before_linear",
         "spatial_sum_of_conv_transpose",
+        "pool_of_conv_transpose",
         "channels_last",
     ):
         assert len(graph.nodes) <= before
@@ -521,6 +523,144 @@ def test_average_pool_moves_before_a_pointwise_convolution(tmp_path: Path) -> No
     assert order("p3", three) == ["conv", "pool"]
     padded = L3["pool_before_pointwise_conv"].replace("nn.AvgPool2d(2, 2)", "nn.AvgPool2d(3, 2, 1)")
     assert order("p4", padded) == ["conv", "pool"]
+
+
+def test_average_pool_moves_before_per_channel_arithmetic(tmp_path: Path) -> None:
+    """avg_pool(u * a + b) = avg_pool(u) * a + b for a scalar parameter and a per-channel bias
+    (50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling's `x * self.scale1` before its pool)."""
+    src = model(
+        "self.conv = nn.Conv2d(3, 4, 3)\nself.scale = nn.Parameter(torch.tensor(0.5))\n"
+        "self.shift = nn.Parameter(torch.randn(4, 1, 1))\nself.pool = nn.AvgPool2d(2)",
+        "y = (self.conv(x) * self.scale - self.shift) / 3.0\nreturn self.pool(y)",
+        "torch.randn(2, 3, 11, 10)",
+    )
+    graph = _check(tmp_path, "poolaff", src, "pool_before_channel_affine")
+    kinds = [n.kind for n in graph.nodes]
+    assert kinds.index("pool") == kinds.index("conv") + 1, kinds
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return self.pool(self.conv(x) * x)",  # varies inside each window
+        "return self.pool(self.conv(x) + self.pix)",
+        "return self.pool(2.0 / self.conv(x))",
+        "return nn.functional.avg_pool2d(self.conv(x) * self.scale, 3, 2, padding=1)",
+    ],
+)
+def test_arithmetic_that_differs_inside_a_window_keeps_the_pool_after_it(
+    tmp_path: Path, forward: str
+) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "self.conv = nn.Conv2d(3, 3, 1)\nself.scale = nn.Parameter(torch.tensor(0.5))\n"
+        "self.pix = nn.Parameter(torch.randn(10, 10))\nself.pool = nn.AvgPool2d(2)",
+        forward,
+        "torch.randn(2, 3, 10, 10)",
+    )
+    graph = capture(write_problem(tmp_path, "poolaff_no", src))
+    assert apply_rewrites(graph, ("pool_before_channel_affine",)) == []
+
+
+@pytest.mark.parametrize(
+    ("conv", "pool", "x"),
+    [
+        (  # 50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling's shape
+            "nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1, bias=False)",
+            "nn.AvgPool3d(2)",
+            "torch.randn(2, 3, 5, 6, 4)",
+        ),
+        (  # symmetric padding of x: the convolution's own
+            "nn.ConvTranspose2d(3, 4, 4, stride=2, bias=False)",
+            "nn.AvgPool2d(2)",
+            "torch.randn(2, 3, 5, 7)",
+        ),
+        (  # one-sided padding of x: a pad node
+            "nn.ConvTranspose2d(3, 4, 3, stride=2, bias=False)",
+            "nn.AvgPool2d(2)",
+            "torch.randn(2, 3, 5, 6)",
+        ),
+        (  # padding wider than a tap: x cut at both ends
+            "nn.ConvTranspose2d(3, 4, 3, stride=2, padding=3, bias=False)",
+            "nn.AvgPool2d(2)",
+            "torch.randn(2, 3, 8, 9)",
+        ),
+        (  # dilated taps, stride 3, and a stride-1 dim (a flipped kernel)
+            "nn.ConvTranspose2d(3, 4, (3, 3), stride=(3, 1), padding=1, dilation=(2, 1),"
+            " bias=False)",
+            "nn.AvgPool2d((3, 1))",
+            "torch.randn(2, 3, 6, 7)",
+        ),
+        (
+            "nn.ConvTranspose1d(3, 4, 5, stride=2, padding=2, bias=False)",
+            "nn.AvgPool1d(2)",
+            "torch.randn(2, 3, 9)",
+        ),
+    ],
+)
+def test_average_pool_of_a_conv_transpose_is_a_small_convolution(
+    tmp_path: Path, conv: str, pool: str, x: str
+) -> None:
+    """A pool as long as the transposed convolution's stride takes one output of each phase:
+    a stride-1 convolution of x at the pooled size with W's taps averaged per window offset."""
+    src = model(
+        f"self.conv = {conv}\nself.pool = {pool}",
+        "return torch.sigmoid(self.pool(self.conv(x)))",
+        x,
+    )
+    graph = _check(tmp_path, "poolconvt", src, "pool_of_conv_transpose")
+    dims = len(x.split(",")) - 2
+    assert [n.fn for n in graph.nodes if n.kind in ("conv", "pool")] == [f"conv{dims}d"]
+
+
+def test_level2_conv_transpose_scale_pool_bias_end_to_end(tmp_path: Path) -> None:
+    """The whole catalogue on 50_ConvTranspose3d_Scaling_AvgPool_BiasAdd_Scaling at a small
+    size: the pool climbs past the scale and the bias, then takes the transposed convolution
+    with it, and the values stay within float64's reassociation of the reference."""
+    src = model(
+        "self.conv_transpose = nn.ConvTranspose3d(3, 16, 3, stride=2, padding=1)\n"
+        "self.scale1 = nn.Parameter(torch.tensor(0.5))\nself.avg_pool = nn.AvgPool3d(2)\n"
+        "self.bias = nn.Parameter(torch.randn(16, 1, 1, 1))\n"
+        "self.scale2 = nn.Parameter(torch.tensor(1.0))",
+        "x = self.conv_transpose(x) * self.scale1\nx = self.avg_pool(x) + self.bias\n"
+        "return x * self.scale2",
+        "torch.rand(4, 3, 6, 8, 8)",
+    )
+    path = write_problem(tmp_path, "l2_50", src)
+    graph, applied, _ = _rewritten(path)
+    assert {a.name for a in applied} >= {"pool_before_channel_affine", "pool_of_conv_transpose"}
+    assert [n.fn for n in graph.nodes if n.kind in ("conv", "pool")] == ["conv3d"]
+    err64, scale = _max_error(path, graph, torch.float64)
+    assert err64 <= 1e-12 * max(scale, 1.0), (err64, scale)
+    err32, scale = _max_error(path, graph, torch.float32)
+    assert err32 <= 1e-5 * max(scale, 1.0), (err32, scale)
+
+
+@pytest.mark.parametrize(
+    ("conv", "pool"),
+    [
+        ("nn.ConvTranspose2d(3, 4, 3, stride=2, bias=False)", "nn.AvgPool2d(3, 2)"),
+        ("nn.ConvTranspose2d(3, 4, 3, stride=2, bias=False)", "nn.AvgPool2d(2, 2, padding=1)"),
+        ("nn.ConvTranspose2d(3, 4, 3, stride=1, bias=False)", "nn.AvgPool2d(2)"),
+        ("nn.ConvTranspose2d(4, 4, 3, stride=2, groups=2, bias=False)", "nn.AvgPool2d(2)"),
+    ],
+)
+def test_a_pool_unlike_the_stride_keeps_the_conv_transpose(
+    tmp_path: Path, conv: str, pool: str
+) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    channels = 4 if "groups" in conv else 3
+    src = model(
+        f"self.conv = {conv}\nself.pool = {pool}",
+        "return self.pool(self.conv(x))",
+        f"torch.randn(2, {channels}, 6, 6)",
+    )
+    graph = capture(write_problem(tmp_path, "poolconvt_no", src))
+    assert apply_rewrites(graph, ("pool_of_conv_transpose",)) == []
 
 
 def test_training_batch_norm_keeps_its_semantics(tmp_path: Path) -> None:
