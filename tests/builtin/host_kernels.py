@@ -321,12 +321,20 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
     from stitch_lsp.compiler.rewrites import apply_rewrites
     from stitch_lsp.compiler.worker.capture import capture
 
-    from .interp import run_graph_env
+    from .interp import _model_value, run_graph_env
 
     graph = capture(path)
     apply_rewrites(graph)
     cg = Codegen(graph, fold_gemm_epilogues(graph, partition(graph)))
     cg.cuda_source(with_gemm=False)
+    # A running-stat update (a training batch norm's buffers) changes the model's buffers in
+    # place: its kernel reads them as they were before the forward, and writes what the graph
+    # left in them.
+    stored = {
+        vid: _model_value(model, leaf.path).detach().clone()
+        for vid, leaf in graph.leaves.items()
+        if leaf.kind == "buffer" and leaf.path
+    }
     with torch.no_grad():
         env = run_graph_env(graph, model, inputs)
     problems: list[str] = []
@@ -346,7 +354,9 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
                 bufs.append(_storage(torch.zeros(shape), a.ctype))
                 outs.append((a.vid, bufs[-1]))
             elif isinstance(value, torch.Tensor):
-                bufs.append(_storage(value, a.ctype))
+                bufs.append(
+                    _storage(stored.get(a.vid, value) if a.role == "inout" else value, a.ctype)
+                )
                 if a.role == "inout":
                     outs.append((a.vid, bufs[-1]))
             else:

@@ -300,3 +300,47 @@ def test_the_weight_and_input_of_a_pooled_conv_transpose(tmp_path: Path) -> None
     assert "pad" in fns and "identity" in fns and "conv_transpose2d" not in fns, fns
     model, inputs = seeded_problem(path, "host_pooled_convt")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+
+
+TWO_POOLS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_transpose = nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)
+        self.batch_norm = nn.BatchNorm3d(4)
+        self.avg_pool1 = nn.AvgPool3d(kernel_size=2)
+        self.avg_pool2 = nn.AvgPool3d(kernel_size=2)
+
+    def forward(self, x):
+        return self.avg_pool2(self.avg_pool1(self.batch_norm(self.conv_transpose(x))))
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 6, 5, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_two_pools_after_a_training_batch_norm(tmp_path: Path) -> None:
+    """72_ConvTranspose3d_BatchNorm_AvgPool_AvgPool at a small size: the pools climb past the
+    batch norm's per-channel arithmetic and merge into one 4x4x4 pool, whose kernel agrees
+    with the rewritten graph (test_rewrites bounds the identities against float64)."""
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    path = tmp_path / "two_pools.py"
+    path.write_text(TWO_POOLS)
+    graph = capture(path)
+    names = {a.name for a in apply_rewrites(graph)}
+    assert {"pool_before_channel_affine", "pool_of_pool"} <= names, names
+    pools = [n for n in graph.nodes if n.kind == "pool"]
+    assert [n.params["kernel"] for n in pools] == [(4, 4, 4)]
+    model, inputs = seeded_problem(path, "host_two_pools")
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]

@@ -663,6 +663,44 @@ def test_a_pool_unlike_the_stride_keeps_the_conv_transpose(
     assert apply_rewrites(graph, ("pool_of_conv_transpose",)) == []
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "x"),
+    [
+        ("nn.AvgPool3d(2)", "nn.AvgPool3d(2)", "torch.randn(2, 3, 9, 8, 11)"),
+        ("nn.AvgPool2d((2, 3))", "nn.AvgPool2d((3, 1))", "torch.randn(2, 3, 13, 10)"),
+        ("nn.AvgPool1d(2)", "nn.AvgPool1d(2)", "torch.randn(2, 3, 11)"),
+    ],
+)
+def test_two_average_pools_are_one(tmp_path: Path, first: str, second: str, x: str) -> None:
+    """72_ConvTranspose3d_BatchNorm_AvgPool_AvgPool: two 2x2x2 pools are one 4x4x4 pool."""
+    src = model(
+        f"self.a = {first}\nself.b = {second}", "return torch.tanh(self.b(self.a(x * 2.0)))", x
+    )
+    graph = _check(tmp_path, "poolpool", src, "pool_of_pool")
+    assert [n.kind for n in graph.nodes].count("pool") == 1
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return self.b(self.o(x))",  # overlapping windows
+        "y = self.a(x)\nreturn self.b(y) + y.mean()",  # the first pool is read again
+        "return self.b(nn.functional.avg_pool2d(x, 2, 2, padding=1))",
+    ],
+)
+def test_pools_that_do_not_tile_stay_two(tmp_path: Path, forward: str) -> None:
+    from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "self.a = nn.AvgPool2d(2)\nself.b = nn.AvgPool2d(2)\nself.o = nn.AvgPool2d(3, 2)",
+        forward,
+        "torch.randn(2, 3, 12, 12)",
+    )
+    graph = capture(write_problem(tmp_path, "poolpool_no", src))
+    assert apply_rewrites(graph, ("pool_of_pool",)) == []
+
+
 def test_training_batch_norm_keeps_its_semantics(tmp_path: Path) -> None:
     """33_Gemm_Scale_BatchNorm-like: constants around a training-mode batch norm fold, the norm
     and its running-stat update stay, and the buffers end up as the reference's."""
