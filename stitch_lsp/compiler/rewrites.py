@@ -1077,16 +1077,16 @@ def _pool_of_conv_transpose(graph: Graph) -> list[Applied]:
             continue
         plan: list[tuple[int, int, list[tuple[int, int]], int, int]] = []
         for j in range(n):
-            k, d, pad, taps = kernel[j], cdil[j], cpad[j], w.shape[2 + j]
-            deltas = [-((t * d - pad) // k) for t in range(taps)]
+            k, d, crop, taps = kernel[j], cdil[j], cpad[j], w.shape[2 + j]
+            deltas = [-((t * d - crop) // k) for t in range(taps)]
             low = min(deltas)
             width = max(deltas) - low + 1
             # each kernel position's taps: a run (delta falls as t grows)
-            runs = [[t for t in range(taps) if deltas[t] == low + pos] for pos in range(width)]
+            at = [[t for t in range(taps) if deltas[t] == low + pos] for pos in range(width)]
             length, pooled = x.shape[2 + j], p.shape[2 + j]
-            if not all(runs) or pooled != conv.shape[2 + j] // k:
+            if not all(at) or pooled != conv.shape[2 + j] // k:
                 break  # a position no tap reaches (dilation past the stride)
-            plan.append((low, width, [(r[0], r[-1] + 1) for r in runs], length, pooled))
+            plan.append((low, width, [(r[0], r[-1] + 1) for r in at], length, pooled))
         if len(plan) != n:
             continue
         if math.prod(q[1] for q in plan) > math.prod(w.shape[2:]):

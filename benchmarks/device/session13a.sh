@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# seconds: 560
+# For the session after 12 (which had no device time): the rewrites session 12 added, on a GPU.
+# 1. GPU tests: every program the algebra shortens (test_gpu_algebra.py: sum_before_linear,
+#    pool_before_linear, spatial_sum_of_conv_transpose global/padded/depth,
+#    pool_of_conv_transpose), then the attention paths with the GPU-only choice timing.
+# 2. The held-out level-2 problems the catalogue rewrites (HELDOUT2_DIR, default
+#    .heldout/level2, carried as an ignored folder: KernelBench's level 2 less the dev folder),
+#    against the four baselines.
+# 3. ViT-S and ViT-B/16 in bf16 against the four baselines (does the choice keep sdpa now?).
+# 4. The builtin coder's program and correctness GPU files, with the time they need.
+set -u
+out="${AREA_OUT:-/tmp/session13a-out}"
+mkdir -p "$out"
+start=$(date +%s)
+export CAP="${CAP:-555}"
+. "$(dirname "$0")/_steps.sh"
+gpu_tests 100 "$out/gpu-tests-algebra.txt" tests/builtin/test_gpu_algebra.py \
+  tests/builtin/test_attention.py -k "algebra or rewritten or paths"
+echo "gpu tests (algebra, attention) rc=$? ($(since))"
+folder="${HELDOUT2_DIR:-.heldout/level2}"
+if [ -d "$folder" ]; then
+  timeout "$(step 200)" python3 benchmarks/l3program_speed.py "$folder" \
+    --only "${HELDOUT2_ONLY:-13,18,42,44,50,51,72,98}" --jobs 8 --runs 10 --compile \
+    --compile-jobs 8 --json "$out/heldout2.json" > "$out/heldout2.txt" 2>&1
+  echo "held-out level 2 rc=$? ($(since))"
+  grep -E "correct=|Error|geomean" "$out/heldout2.txt" | cut -c1-300
+else
+  echo "no $folder: held-out level 2 skipped"
+fi
+export STITCH_MODEL_SIZE=full
+rm_=benchmarks/real_models
+STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 130)" python3 benchmarks/l3program_speed.py \
+  $rm_/timm_vit_small.py $rm_/tv_vit_b_16.py --jobs 2 --runs 10 --compile --compile-jobs 2 \
+  --json "$out/vit.json" > "$out/vit.txt" 2>&1
+echo "vit rc=$? ($(since))"
+grep -E "correct=|sdpa at|Error" "$out/vit.txt" | cut -c1-300
+unset STITCH_MODEL_SIZE
+gpu_tests 280 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
+  tests/builtin/test_gpu_correctness.py
+echo "gpu tests (builtin) rc=$? ($(since))"
+grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 14
