@@ -996,29 +996,36 @@ def _pool_before_channel_affine(graph: Graph) -> list[Applied]:
     return out
 
 
+def _tiling(p: Node) -> bool:
+    """An average or max pool whose windows tile its input: as long as their stride, unpadded,
+    undilated, every window whole (no ceil-mode window past the edge)."""
+    if p.kind != "pool" or p.fn not in ("avg_pool", "max_pool") or "clipped" in p.params:
+        return False
+    kernel, x = _ints(p, "kernel"), p.args[0]
+    if kernel != _ints(p, "stride") or any(_ints(p, "padding")) or not isinstance(x, Use):
+        return False
+    if any(d != 1 for d in _ints(p, "dilation")) or len(kernel) != len(x.shape) - 2:
+        return False
+    return all(o == i // k for o, i, k in zip(p.shape[2:], x.shape[2:], kernel, strict=True))
+
+
 def _pool_of_pool(graph: Graph) -> list[Applied]:
-    """avg_pool_k2(avg_pool_k1(x)) = avg_pool_(k1 k2)(x) for windows as long as their strides:
-    window m of the second covers windows k2 m .. k2 m + k2 - 1 of the first, which cover x's
-    k1 k2 m .. k1 k2 m + k1 k2 - 1, and floor(floor(n / k1) / k2) = floor(n / (k1 k2)). One
-    pass over x instead of two, and no intermediate (72_ConvTranspose3d_BatchNorm_AvgPool_
-    AvgPool)."""
+    """pool_k2(pool_k1(x)) = pool_(k1 k2)(x), both averages or both maxima, for windows that
+    tile: window m of the second covers windows k2 m .. k2 m + k2 - 1 of the first, which
+    cover x's k1 k2 m .. k1 k2 m + k1 k2 - 1, and floor(floor(n / k1) / k2) = floor(n / (k1
+    k2)). One pass over x instead of two, and no intermediate (held-out level 2's 6 and 78,
+    maxima; 72, averages once past the batch norm's arithmetic). Exact for maxima."""
     users = _users(graph)
     out = []
     for p in list(graph.nodes):
-        if (
-            not _plain_average(p)
-            or not _plain(p.args[0])
-            or _ints(p, "kernel") != _ints(p, "stride")
-        ):
+        if not _tiling(p) or not _plain(p.args[0]):
             continue
         x = p.args[0]
         assert isinstance(x, Use)
         first = graph.node(x.vid)
-        if first is None or not _plain_average(first) or x.shape != first.shape:
+        if first is None or first.fn != p.fn or not _tiling(first) or x.shape != first.shape:
             continue
-        if _ints(first, "kernel") != _ints(first, "stride") or not _plain(first.args[0]):
-            continue
-        if _only_user(graph, first.vid, users) is not p:
+        if not _plain(first.args[0]) or _only_user(graph, first.vid, users) is not p:
             continue
         kernel = tuple(
             a * b for a, b in zip(_ints(first, "kernel"), _ints(p, "kernel"), strict=True)
@@ -1027,7 +1034,7 @@ def _pool_of_pool(graph: Graph) -> list[Applied]:
             graph,
             p,
             "pool",
-            "avg_pool",
+            p.fn,
             [first.args[0]],
             p.shape,
             **{**p.params, "kernel": kernel, "stride": kernel},
@@ -1306,7 +1313,7 @@ CATALOGUE: tuple[Rewrite, ...] = (
     ),
     Rewrite(
         "pool_of_pool",
-        "avg_pool_k2(avg_pool_k1(x)) = avg_pool_(k1 k2)(x) for windows as long as their strides",
+        "pool_k2(pool_k1(x)) = pool_(k1 k2)(x) (averages or maxima) for windows that tile",
         _pool_of_pool,
     ),
     Rewrite(

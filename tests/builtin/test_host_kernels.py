@@ -316,11 +316,13 @@ class Model(nn.Module):
         self.avg_pool2 = nn.AvgPool3d(kernel_size=2)
 
     def forward(self, x):
-        return self.avg_pool2(self.avg_pool1(self.batch_norm(self.conv_transpose(x))))
+        y = self.avg_pool2(self.avg_pool1(self.batch_norm(self.conv_transpose(x))))
+        z = nn.functional.max_pool3d(nn.functional.max_pool3d(torch.softmax(x, dim=1), 2), 3)
+        return y, z
 
 
 def get_inputs():
-    return [torch.randn(2, 3, 6, 5, 7)]
+    return [torch.randn(2, 3, 13, 12, 14)]
 
 
 def get_init_inputs():
@@ -330,8 +332,9 @@ def get_init_inputs():
 
 def test_two_pools_after_a_training_batch_norm(tmp_path: Path) -> None:
     """72_ConvTranspose3d_BatchNorm_AvgPool_AvgPool at a small size: the pools climb past the
-    batch norm's per-channel arithmetic and merge into one 4x4x4 pool, whose kernel agrees
-    with the rewritten graph (test_rewrites bounds the identities against float64)."""
+    batch norm's per-channel arithmetic and merge into one 4x4x4 pool; two maxima (78) merge
+    into one 6x6x6; their kernels agree with the rewritten graph (test_rewrites bounds the
+    identities against float64)."""
     from stitch_lsp.compiler.rewrites import apply_rewrites
     from stitch_lsp.compiler.worker.capture import capture
 
@@ -340,7 +343,7 @@ def test_two_pools_after_a_training_batch_norm(tmp_path: Path) -> None:
     graph = capture(path)
     names = {a.name for a in apply_rewrites(graph)}
     assert {"pool_before_channel_affine", "pool_of_pool"} <= names, names
-    pools = [n for n in graph.nodes if n.kind == "pool"]
-    assert [n.params["kernel"] for n in pools] == [(4, 4, 4)]
+    pools = [(n.fn, n.params["kernel"]) for n in graph.nodes if n.kind == "pool"]
+    assert sorted(pools) == [("avg_pool", (4, 4, 4)), ("max_pool", (6, 6, 6))]
     model, inputs = seeded_problem(path, "host_two_pools")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]

@@ -669,14 +669,18 @@ def test_a_pool_unlike_the_stride_keeps_the_conv_transpose(
         ("nn.AvgPool3d(2)", "nn.AvgPool3d(2)", "torch.randn(2, 3, 9, 8, 11)"),
         ("nn.AvgPool2d((2, 3))", "nn.AvgPool2d((3, 1))", "torch.randn(2, 3, 13, 10)"),
         ("nn.AvgPool1d(2)", "nn.AvgPool1d(2)", "torch.randn(2, 3, 11)"),
+        ("nn.MaxPool3d(2)", "nn.MaxPool3d(3)", "torch.randn(2, 3, 13, 12, 7)"),
+        ("nn.MaxPool2d(2)", "nn.MaxPool2d(2)", "torch.randn(2, 3, 14, 9)"),
     ],
 )
-def test_two_average_pools_are_one(tmp_path: Path, first: str, second: str, x: str) -> None:
-    """72_ConvTranspose3d_BatchNorm_AvgPool_AvgPool: two 2x2x2 pools are one 4x4x4 pool."""
+def test_two_pools_are_one(tmp_path: Path, first: str, second: str, x: str) -> None:
+    """72_ConvTranspose3d_BatchNorm_AvgPool_AvgPool: two 2x2x2 averages are one 4x4x4 average;
+    6_Conv3d_Softmax_MaxPool_MaxPool and 78_ConvTranspose3d_Max_Max_Sum: two maxima are one
+    (bit for bit)."""
     src = model(
         f"self.a = {first}\nself.b = {second}", "return torch.tanh(self.b(self.a(x * 2.0)))", x
     )
-    graph = _check(tmp_path, "poolpool", src, "pool_of_pool")
+    graph = _check(tmp_path, "poolpool", src, "pool_of_pool", exact="Max" in first)
     assert [n.kind for n in graph.nodes].count("pool") == 1
 
 
@@ -686,6 +690,9 @@ def test_two_average_pools_are_one(tmp_path: Path, first: str, second: str, x: s
         "return self.b(self.o(x))",  # overlapping windows
         "y = self.a(x)\nreturn self.b(y) + y.mean()",  # the first pool is read again
         "return self.b(nn.functional.avg_pool2d(x, 2, 2, padding=1))",
+        "return self.b(nn.functional.max_pool2d(x, 2))",  # a maximum, then an average
+        # a ceil-mode window past the edge
+        "return nn.functional.max_pool2d(nn.functional.max_pool2d(x, 2), 4, ceil_mode=True)",
     ],
 )
 def test_pools_that_do_not_tile_stay_two(tmp_path: Path, forward: str) -> None:
