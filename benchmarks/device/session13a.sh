@@ -29,6 +29,15 @@ else
   echo "no $folder: held-out level 2 skipped"
 fi
 export STITCH_MODEL_SIZE=full
+# Mixtral and Qwen2-MoE in fp32 (captured since session 12; their experts call torch._grouped_mm
+# in float32, which eager itself must run on this GPU for the problem to be valid)
+if python3 -c "import transformers" 2>/dev/null; then
+  python3 benchmarks/model_zoo.py /tmp/zoo > /dev/null
+  timeout "$(step 90)" python3 benchmarks/l3program_speed.py /tmp/zoo/hf_mixtral.py \
+    /tmp/zoo/hf_qwen2moe.py --jobs 2 --runs 10 --json "$out/moe-fp32.json" > "$out/moe-fp32.txt" 2>&1
+  echo "moe fp32 rc=$? ($(since))"
+  grep -E "correct=|Error" "$out/moe-fp32.txt" | cut -c1-300
+fi
 rm_=benchmarks/real_models
 STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 130)" python3 benchmarks/l3program_speed.py \
   $rm_/timm_vit_small.py $rm_/tv_vit_b_16.py --jobs 2 --runs 10 --compile --compile-jobs 2 \

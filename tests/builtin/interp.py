@@ -186,6 +186,13 @@ def run_graph_env(
                 enable_gqa=q.shape[1] != k.shape[1],
             ).transpose(1, 2)  # fmt: skip
         elif n.kind == "aten":  # the traced ATen call, as the program runs it
+            if (
+                str(p["call"]).startswith("torch.ops.aten.histc.")
+                and not args[0].is_floating_point()
+            ):
+                # CUDA counts integers (transformers' expert routing traced as on a GPU); the
+                # CPU has no integer kernel, and small integers count the same as floats
+                args = [args[0].double(), *args[1:]]
             slots = [f"_a{i}" for i in range(len(args))]
             scope = {
                 "torch": torch,

@@ -87,6 +87,7 @@ def trace(
         attention_as_one_op(),
         _library_caches_bypassed(),
         _autocast_on_meta(),
+        _grouped_mm_of_any_float(),
     ):
         gm = make_fx(forward, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
@@ -115,6 +116,36 @@ def _autocast_on_meta() -> Iterator[None]:
         yield
     finally:
         torch.autocast = original  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def _grouped_mm_of_any_float() -> Iterator[None]:
+    """transformers' mixtures of experts (Mixtral, Qwen2-MoE: `experts_implementation=
+    "grouped_mm"`, its default) call `torch._grouped_mm`. Its CPU kernel takes float32, but its
+    shape function on the meta device, where this trace runs, takes bfloat16 only, so a float32
+    or float16 model could not be traced. While tracing, the shape function sees the operands as
+    bfloat16 and the result keeps their dtype; the op stays in the trace as it is, a PyTorch
+    call that runs wherever the model's own call does."""
+    meta = sys.modules.get("torch._meta_registrations")
+    original = getattr(meta, "_meta_grouped_mm_common", None)
+    if original is None:
+        yield
+        return
+
+    def any_float(
+        mat_a: Any, mat_b: Any, scale_a: Any = None, scale_b: Any = None, **kw: Any
+    ) -> Any:
+        dtype = mat_a.dtype
+        if scale_a is None and dtype == mat_b.dtype and dtype in (torch.float32, torch.float16):
+            out = original(mat_a.to(torch.bfloat16), mat_b.to(torch.bfloat16), None, None, **kw)
+            return out.to(dtype if kw.get("out_dtype") is None else kw["out_dtype"])
+        return original(mat_a, mat_b, scale_a, scale_b, **kw)
+
+    setattr(meta, "_meta_grouped_mm_common", any_float)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(meta, "_meta_grouped_mm_common", original)  # noqa: B010
 
 
 @contextlib.contextmanager
