@@ -964,7 +964,12 @@ def _pool_before_channel_affine(graph: Graph) -> list[Applied]:
         if len(e.args) != 2 or e.shape != x.shape or _only_user(graph, e.vid, users) is not p:
             continue
         rank = len(e.shape)
-        pooled_dims = [2 + j for j, k in enumerate(_ints(p, "kernel")) if k > 1]
+        # dims the pool mixes or subsamples (a window of 1 with a stride still drops pixels)
+        pooled_dims = [
+            2 + j
+            for j, k in enumerate(_ints(p, "kernel"))
+            if k > 1 or p.shape[2 + j] != e.shape[2 + j]
+        ]
 
         spans = [
             isinstance(a, Use)

@@ -546,6 +546,8 @@ def test_average_pool_moves_before_per_channel_arithmetic(tmp_path: Path) -> Non
         "return self.pool(self.conv(x) + self.pix)",
         "return self.pool(2.0 / self.conv(x))",
         "return nn.functional.avg_pool2d(self.conv(x) * self.scale, 3, 2, padding=1)",
+        # a window of 1 that strides still drops rows a per-row vector varies along
+        "return nn.functional.avg_pool2d(self.conv(x) + self.row, (1, 2), (2, 2))",
     ],
 )
 def test_arithmetic_that_differs_inside_a_window_keeps_the_pool_after_it(
@@ -556,7 +558,8 @@ def test_arithmetic_that_differs_inside_a_window_keeps_the_pool_after_it(
 
     src = model(
         "self.conv = nn.Conv2d(3, 3, 1)\nself.scale = nn.Parameter(torch.tensor(0.5))\n"
-        "self.pix = nn.Parameter(torch.randn(10, 10))\nself.pool = nn.AvgPool2d(2)",
+        "self.pix = nn.Parameter(torch.randn(10, 10))\nself.pool = nn.AvgPool2d(2)\n"
+        "self.row = nn.Parameter(torch.randn(10, 1))",
         forward,
         "torch.randn(2, 3, 10, 10)",
     )
