@@ -7,8 +7,9 @@
 # 2. The held-out level-2 problems the catalogue rewrites (HELDOUT2_DIR, default
 #    .heldout/level2, carried as an ignored folder: KernelBench's level 2 less the dev folder),
 #    against the four baselines.
-# 3. ViT-S and ViT-B/16 in bf16 against the four baselines (does the choice keep sdpa now?).
-# 4. The builtin coder's program and correctness GPU files, with the time they need.
+# 3. Mixtral and Qwen2-MoE in fp32 at full size.
+# 4. The builtin coder's program and correctness GPU files, with the time left.
+# ViT against the four baselines is in session13b.
 set -u
 out="${AREA_OUT:-/tmp/session13a-out}"
 mkdir -p "$out"
@@ -38,12 +39,6 @@ if python3 -c "import transformers" 2>/dev/null; then
   echo "moe fp32 rc=$? ($(since))"
   grep -E "correct=|Error" "$out/moe-fp32.txt" | cut -c1-300
 fi
-rm_=benchmarks/real_models
-STITCH_MODEL_DTYPE=bfloat16 timeout "$(step 130)" python3 benchmarks/l3program_speed.py \
-  $rm_/timm_vit_small.py $rm_/tv_vit_b_16.py --jobs 2 --runs 10 --compile --compile-jobs 2 \
-  --json "$out/vit.json" > "$out/vit.txt" 2>&1
-echo "vit rc=$? ($(since))"
-grep -E "correct=|sdpa at|Error" "$out/vit.txt" | cut -c1-300
 unset STITCH_MODEL_SIZE
 gpu_tests 280 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
   tests/builtin/test_gpu_correctness.py
