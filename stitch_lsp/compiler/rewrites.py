@@ -697,6 +697,60 @@ def _sum_node(graph: Graph, like: Node, u: Use, axes: tuple[int, ...], keep: Sha
     return _new_node(graph, like, "reduce", "sum", [u], keep, axes=axes, field="sum")
 
 
+def _range_sums(
+    graph: Graph, like: Node, u: Use, axis: int, ranges: list[tuple[int, int]], made: list[Node]
+) -> Use:
+    """u summed along `axis` over each [lo, hi) of `ranges` (repeats computed once), stacked
+    along that axis in the order given; the nodes made are appended to `made`. A range that
+    misses only a few border positions of a long dim is the whole sum less them, so that the
+    ranges of a padded dim cost one pass over u, not one each."""
+    keep = (*u.shape[:axis], 1, *u.shape[axis + 1 :])
+    length = u.shape[axis]
+    sums: dict[tuple[int, int], Node] = {}
+
+    def whole() -> Node:
+        if (0, length) not in sums:
+            sums[(0, length)] = _sum_node(graph, like, u, (axis,), keep)
+            made.append(sums[(0, length)])
+        return sums[(0, length)]
+
+    for lo, hi in dict.fromkeys(ranges):
+        if (lo, hi) in sums:
+            continue
+        left_out = [*range(lo), *range(hi, length)]
+        if (lo, hi) == (0, length) or (len(left_out) <= 4 and 4 * len(left_out) <= length):
+            last = whole()
+            for i in left_out:
+                last = _new_node(
+                    graph,
+                    like,
+                    "ew",
+                    "sub",
+                    [Use(last.vid, keep), layout.slice_(u, axis, i, i + 1)],
+                    keep,
+                )
+                made.append(last)
+            sums[(lo, hi)] = last
+            continue
+        sums[(lo, hi)] = _sum_node(graph, like, layout.slice_(u, axis, lo, hi), (axis,), keep)
+        made.append(sums[(lo, hi)])
+    if len(ranges) == 1:
+        return Use(sums[ranges[0]].vid, keep)
+    stacked = (*u.shape[:axis], len(ranges), *u.shape[axis + 1 :])
+    cat = _new_node(
+        graph,
+        like,
+        "gather",
+        "cat",
+        [Use(sums[r].vid, keep) for r in ranges],
+        stacked,
+        dim=axis,
+        sizes=(1,) * len(ranges),
+    )
+    made.append(cat)
+    return Use(cat.vid, stacked)
+
+
 def _tap_ranges(
     length: int, out: int, kernel: int, stride: int, pad: int, dilation: int
 ) -> list[tuple[int, int]]:
@@ -816,49 +870,7 @@ def _spatial_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
             made.append(total)
             xs = Use(total.vid, keep)
         for j in (j for j in range(m) if not whole[j]):
-            axis = 2 + j
-            keep = (*xs.shape[:axis], 1, *xs.shape[axis + 1 :])
-            length = xs.shape[axis]
-            whole_sum = _sum_node(graph, conv, xs, (axis,), keep)
-            made.append(whole_sum)
-            sums: dict[tuple[int, int], Node] = {(0, length): whole_sum}
-            for lo, hi in dict.fromkeys(ranges[j]):
-                if (lo, hi) in sums:
-                    continue
-                left_out = [*range(lo), *range(hi, length)]
-                if len(left_out) <= 4 and 4 * len(left_out) <= length:
-                    # a range that misses a few border positions: the whole sum less them,
-                    # one pass over x for every tap instead of one per distinct range
-                    last = whole_sum
-                    for i in left_out:
-                        last = _new_node(
-                            graph,
-                            conv,
-                            "ew",
-                            "sub",
-                            [Use(last.vid, keep), layout.slice_(xs, axis, i, i + 1)],
-                            keep,
-                        )
-                        made.append(last)
-                    sums[(lo, hi)] = last
-                    continue
-                sums[(lo, hi)] = _sum_node(
-                    graph, conv, layout.slice_(xs, axis, lo, hi), (axis,), keep
-                )
-                made.append(sums[(lo, hi)])
-            stacked = (*xs.shape[:axis], taps[j], *xs.shape[axis + 1 :])
-            cat = _new_node(
-                graph,
-                conv,
-                "gather",
-                "cat",
-                [Use(sums[rg].vid, keep) for rg in ranges[j]],
-                stacked,
-                dim=axis,
-                sizes=(1,) * taps[j],
-            )
-            made.append(cat)
-            xs = Use(cat.vid, stacked)
+            xs = _range_sums(graph, conv, xs, 2 + j, ranges[j], made)
         # W: summed over the taps that share the whole range, the summed dims' taps moved
         # next to C_in (they are input channels now)
         ws = w
@@ -1132,30 +1144,8 @@ def _pool_of_conv_transpose(graph: Graph) -> list[Applied]:
             xin = Use(pad.vid, padded)
         # V: W's taps summed per kernel position (positions in rising delta), as (out, in, ...)
         wv = w
-        for j, (_low, width, runs, _length, _pooled) in enumerate(plan):
-            axis = 2 + j
-            keep = (*wv.shape[:axis], 1, *wv.shape[axis + 1 :])
-            parts = []
-            for lo, hi in runs:
-                part = _sum_node(graph, conv, layout.slice_(wv, axis, lo, hi), (axis,), keep)
-                parts.append(part)
-            made += parts
-            if width == 1:
-                wv = Use(parts[0].vid, keep)
-                continue
-            stacked = (*wv.shape[:axis], width, *wv.shape[axis + 1 :])
-            cat = _new_node(
-                graph,
-                conv,
-                "gather",
-                "cat",
-                [Use(q.vid, keep) for q in parts],
-                stacked,
-                dim=axis,
-                sizes=(1,) * width,
-            )
-            made.append(cat)
-            wv = Use(cat.vid, stacked)
+        for j, (_low, _width, runs, _length, _pooled) in enumerate(plan):
+            wv = _range_sums(graph, conv, wv, 2 + j, runs, made)
         swapped = layout.permute(wv, (1, 0, *range(2, n + 2)))
         v = _new_node(
             graph, conv, "ew", "mul", [swapped, Const(1.0 / math.prod(kernel))], swapped.shape
