@@ -290,7 +290,7 @@ def main() -> int:
         action="append",
         default=[],
         metavar="NAME",
-        help="generate without this catalogue entry (compiler/rewrites.py), to time what it buys",
+        help="generate without this catalogue entry (compiler/rewrites/), to time what it buys",
     )
     ap.add_argument("--json")
     ap.add_argument(

@@ -27,7 +27,7 @@ import math
 
 from stitch_lsp.compiler import layout
 from stitch_lsp.compiler.ir import Graph, Node, Operand, Shape, Use
-from stitch_lsp.compiler.rewrites import _redirect
+from stitch_lsp.compiler.rewrites.surgery import redirect as _redirect
 
 # The permutations that read an NHWC storage as NCHW and the reverse: use.shape[i] = T[P[i]].
 _NHWC_AS_NCHW = (0, 3, 1, 2)
