@@ -220,6 +220,15 @@ def _input_checks(graph: Graph) -> list[str]:
             f'                "again for new shapes"\n'
             f"            )"
         )
+        # the kernels read the type they were generated for: a float mask passed for a bool
+        # one (or float64 for float32) would be read as other bytes
+        lines.append(
+            f"        if {leaf.expr}.dtype != torch.{leaf.dtype}:\n"
+            f"            raise TypeError(\n"
+            f'                f"{leaf.expr} has dtype {{{leaf.expr}.dtype}}; this ModelNew was "\n'
+            f'                "generated for torch.{leaf.dtype}: generate it again for new types"\n'
+            f"            )"
+        )
         lines.append(f"        {leaf.expr} = {leaf.expr}.contiguous()")
     return lines
 

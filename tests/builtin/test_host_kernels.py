@@ -347,3 +347,15 @@ def test_two_pools_after_a_training_batch_norm(tmp_path: Path) -> None:
     assert sorted(pools) == [("avg_pool", (4, 4, 4)), ("max_pool", (6, 6, 6))]
     model, inputs = seeded_problem(path, "host_two_pools")
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+
+
+def test_a_bool_mask_input(tmp_path: Path) -> None:
+    """Level 1's 93_masked_cumsum: the kernels read a bool input as 1.f / 0.f, scalar and in
+    the float4 path's lanes, and the cumulative sum agrees with the graph."""
+    from .test_program import MASKED_CUMSUM
+
+    path = tmp_path / "masked_cumsum.py"
+    path.write_text(MASKED_CUMSUM)
+    model, inputs = seeded_problem(path, "host_masked_cumsum")
+    assert inputs[1].dtype == torch.bool
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]

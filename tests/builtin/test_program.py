@@ -544,3 +544,47 @@ def test_a_cat_reads_its_kernels_values_through_their_view(tmp_path: Path) -> No
     for name in set(reads):
         (expr,) = re.findall(rf"const idx_t {name} = (.*);", cat[0])
         assert "* 16" in expr and "* 32" in expr, expr
+
+
+MASKED_CUMSUM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, mask):
+        return torch.cumsum(x * mask, dim=1)
+
+
+def get_inputs():
+    x = torch.rand(4, 1000)
+    return [x, torch.randint(0, 2, x.shape).bool()]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_bool_input_is_read_as_bool_and_other_types_are_refused(tmp_path: Path) -> None:
+    """Level 1's 93_masked_cumsum takes a bool mask: its kernels read it as bool (they agree with
+    the graph in host emulation, test_host_kernels), and a forward given another type for an
+    input is refused by name before any kernel runs, as another shape is."""
+    torch = pytest.importorskip("torch")
+    from .helpers import generate_for, import_path, write_problem
+
+    path = write_problem(tmp_path, "masked_cumsum", MASKED_CUMSUM)
+    cand = generate_for(path)
+    assert "const bool* __restrict__ in1" in cand.source
+    out = tmp_path / "masked_cumsum_stitch.py"
+    out.write_text(cand.source)
+    mod = import_path(out, "masked_cumsum_stitch")
+    mod._load = lambda: None  # the checks run first; no kernel is built or launched
+    model = mod.ModelNew()
+    x = torch.rand(4, 1000)
+    with pytest.raises(TypeError, match=r"mask has dtype torch.float32; .* torch.bool"):
+        model(x, (x > 0.5).float())
+    with pytest.raises(TypeError, match=r"x has dtype torch.float64; .* torch.float32"):
+        model(x.double(), x > 0.5)
+    with pytest.raises(ValueError, match=r"mask has shape \(4, 999\)"):
+        model(x, torch.ones(4, 999, dtype=torch.bool))

@@ -589,10 +589,12 @@ class AtenConverter(Converter):
         name = self.input_names[k] if k < len(self.input_names) else f"input{k}"
         if not isinstance(value, torch.Tensor):
             return value
-        if value.dtype not in (torch.float32, torch.int64, torch.bfloat16, torch.float16):
+        if value.dtype not in (
+            torch.float32, torch.int64, torch.bfloat16, torch.float16, torch.bool
+        ):
             raise Unsupported(
                 f"input `{name}` is {value.dtype}; the builtin coder handles float32, bfloat16, "
-                "float16 and int64 inputs"
+                "float16, int64 and bool inputs"
             )
         self.g.input_names.append(name)
         dtype = str(value.dtype).removeprefix("torch.")

@@ -307,9 +307,10 @@ class FxConverter(Converter):
             raise Unsupported(
                 f"forward input `{n.target}` is not a tensor ({type(value).__name__})"
             )
-        if value.dtype not in (torch.float32, torch.int64):
+        if value.dtype not in (torch.float32, torch.int64, torch.bool):
             raise Unsupported(
-                f"input `{n.target}` is {value.dtype}; the builtin coder handles float32"
+                f"input `{n.target}` is {value.dtype}; the builtin coder handles float32, "
+                "int64 and bool inputs here"
             )
         dtype = str(value.dtype).removeprefix("torch.")
         leaf = self.g.add_leaf("input", str(n.target), tuple(value.shape), dtype)
