@@ -22,6 +22,7 @@ from stitch_lsp.compiler.ir import Graph, Unsupported
 from .helpers import import_path, write_problem
 from .interp import run_graph
 from .problems import problem
+from .problems_l3 import model
 from .test_fallback import _run_fallback_lines
 
 torch = pytest.importorskip("torch")
@@ -325,3 +326,53 @@ def test_autocast_switched_off_is_a_plain_block(tmp_path: Path) -> None:
     on = write_problem(tmp_path, "autocast_on", AUTOCAST.replace("{enabled}", "True"))
     with pytest.raises(Unsupported, match=r"torch\.autocast switched on"):
         _aten_capture(on)
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return self.drop(torch.clamp(torch.min(x, torch.tensor(0.0)), 0.0, 1.0))",
+        "return F.dropout(torch.clamp(torch.min(self.fc(x), torch.tensor(0.0)), min=0.0), 0.3)",
+        "return self.drop(torch.clamp(torch.relu(x), max=0.0)) * 2.0",
+    ],
+)
+def test_training_dropout_of_a_value_that_is_zero_is_the_value(
+    tmp_path: Path, forward: str
+) -> None:
+    """83_Conv3d_GroupNorm_Min_Clamp_Dropout: a training-mode dropout of min(x, 0) clamped to
+    [0, 1] returns it whatever the draw (0 stays 0, NaN stays NaN), so it is captured and the
+    graph agrees with the model; a dropout of anything else is still refused as random."""
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model(
+        "self.drop = nn.Dropout(0.5)\nself.fc = nn.Linear(9, 7)", forward, "torch.randn(4, 9)"
+    )
+    path = write_problem(tmp_path, "dropzero", src)
+    graph = capture(path)
+    mod = import_path(path, "dropzero_ref")
+    torch.manual_seed(0)
+    ref = mod.Model()
+    assert ref.training
+    inputs = [torch.randn(4, 9)]
+    inputs[0][0, 0] = float("nan")
+    with torch.no_grad():
+        want = ref(*inputs)
+        (got,) = run_graph(graph, ref, inputs)
+    assert torch.equal(got.isnan(), want.isnan()) and bool((want.nan_to_num() == 0).all())
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "forward",
+    [
+        "return self.drop(torch.clamp(torch.min(x, torch.tensor(0.5)), 0.0, 1.0))",
+        "return F.alpha_dropout(torch.clamp(torch.min(x, torch.tensor(0.0)), 0.0), 0.3, True)",
+        "return nn.AlphaDropout(0.3)(torch.clamp(torch.min(x, torch.tensor(0.0)), 0.0))",
+    ],
+)
+def test_training_dropout_of_anything_else_is_refused(tmp_path: Path, forward: str) -> None:
+    from stitch_lsp.compiler.worker.capture import capture
+
+    src = model("self.drop = nn.Dropout(0.5)", forward, "torch.randn(4, 9)")
+    with pytest.raises(Unsupported, match="random"):
+        capture(write_problem(tmp_path, "dropsome", src))

@@ -457,6 +457,21 @@ def test_clamp_after_a_bounded_op_goes(tmp_path: Path) -> None:
     assert not {"clamp", "hardtanh"} & set(_fns(graph))
 
 
+def test_a_minimum_bounds_what_a_clamp_after_it_can_bind(tmp_path: Path) -> None:
+    """83_Conv3d_GroupNorm_Min_Clamp_Dropout: clamp(min(x, 0), 0, 1) can only bind at 0, so its
+    upper bound goes; and a maximum bounds from below as a minimum does from above."""
+    src = model(
+        "",
+        "y = torch.clamp(torch.min(x, torch.tensor(0.0)), min=0.0, max=1.0)\n"
+        "z = torch.clamp(torch.maximum(torch.tanh(x), torch.tensor(-0.5)), -1.0, 1.0)\n"
+        "return y + z",
+        "torch.randn(5, 33) * 4",
+    )
+    graph = _check(tmp_path, "minclamp", src, "redundant_clamp", exact=True)
+    kept = [(n.fn, dict(n.params)) for n in graph.nodes if n.fn.startswith("clamp")]
+    assert kept == [("clamp_min", {"lo": 0.0})], kept
+
+
 def test_clamp_keeps_the_bound_that_binds(tmp_path: Path) -> None:
     """2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide: clamp(0, 1), * 2, clamp(0, 1):
     the second clamp's lower bound cannot bind, its upper one can."""

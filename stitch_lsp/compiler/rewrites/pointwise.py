@@ -142,7 +142,7 @@ def scale_past_sum(graph: Graph) -> list[Applied]:
 
 
 @dataclass(frozen=True)
-class _Range:
+class ValueRange:
     """Bounds on an elementwise value; `exact` where float32 evaluation cannot step past them
     (tanhf never exceeds 1, a clamp returns its bound), otherwise a margin is required."""
 
@@ -159,40 +159,61 @@ def _gelu(x: float) -> float:
 _GELU_MIN = -0.17  # below gelu's minimum, -0.16997 at x = -0.7518
 
 
-def _range_of(graph: Graph, u: Operand, depth: int = 0) -> _Range | None:
+def value_range(graph: Graph, u: Operand, depth: int = 0) -> ValueRange | None:
+    """Bounds on an elementwise value from the ops that made it (clamps, bounded activations,
+    positive scales, minima and maxima), or None where nothing bounds it. NaN passes through
+    every op here and is not a bound's concern."""
     if isinstance(u, Const):
-        return _Range(u.value, u.value)
+        return ValueRange(u.value, u.value)
     n = graph.node(u.vid)
     if n is None or not float_ew(n) or depth > 16:
         return None
-    inner = _range_of(graph, n.args[0], depth + 1) if n.args else None
+    if n.fn in ("minimum", "maximum") and len(n.args) == 2:
+        return _extremum(n.fn, *(value_range(graph, a, depth + 1) for a in n.args))
+    inner = value_range(graph, n.args[0], depth + 1) if n.args else None
+    if n.fn == "identity":
+        return inner
     if n.fn in ("clamp", "hardtanh", "clamp_min", "clamp_max"):
         lo = float(n.params.get("lo", -math.inf))  # type: ignore[arg-type]
         hi = float(n.params.get("hi", math.inf))  # type: ignore[arg-type]
         if inner is None:
-            return _Range(lo, hi)
+            return ValueRange(lo, hi)
         lo_side = (inner.lo, inner.exact_lo) if inner.lo > lo else (lo, True)
         hi_side = (inner.hi, inner.exact_hi) if inner.hi < hi else (hi, True)
-        return _Range(lo_side[0], hi_side[0], lo_side[1], hi_side[1])
+        return ValueRange(lo_side[0], hi_side[0], lo_side[1], hi_side[1])
     if n.fn == "tanh":
-        return _Range(-1.0, 1.0)
+        return ValueRange(-1.0, 1.0)
     if n.fn == "sigmoid":
-        return _Range(0.0, 1.0)
+        return ValueRange(0.0, 1.0)
     if n.fn == "relu":
-        return _Range(0.0, math.inf if inner is None else max(inner.hi, 0.0), True, False)
+        return ValueRange(0.0, math.inf if inner is None else max(inner.hi, 0.0), True, False)
     if n.fn == "gelu" and inner is not None and math.isfinite(inner.hi):
-        return _Range(_GELU_MIN, max(_gelu(inner.hi), 0.0), False, False)
+        return ValueRange(_GELU_MIN, max(_gelu(inner.hi), 0.0), False, False)
     got = const_arg(n) if n.fn == "mul" else None
-    if got is not None and got[1] > 0 and (inner := _range_of(graph, got[0], depth + 1)):
+    if got is not None and got[1] > 0 and (inner := value_range(graph, got[0], depth + 1)):
         c = got[1]
         pow2 = math.frexp(c)[0] == 0.5  # scaling by 2^k is exact
-        return _Range(
+        return ValueRange(
             inner.lo * c,
             inner.hi * c,
             inner.exact_lo and (pow2 or inner.lo == 0),
             inner.exact_hi and (pow2 or inner.hi == 0),
         )
     return None
+
+
+def _extremum(fn: str, a: ValueRange | None, b: ValueRange | None) -> ValueRange | None:
+    """minimum(a, b) is below either's upper bound, and above the lower of their lower ones
+    (maximum mirrored); one known side is enough for the bound it gives."""
+    if a is None and b is None:
+        return None
+    if fn == "maximum":
+        low = max(((r.lo, r.exact_lo) for r in (a, b) if r is not None), key=lambda t: t[0])
+        high = (max(a.hi, b.hi), a.exact_hi and b.exact_hi) if a and b else (math.inf, False)
+        return ValueRange(low[0], high[0], low[1], high[1])
+    high = min(((r.hi, r.exact_hi) for r in (a, b) if r is not None), key=lambda t: t[0])
+    low = (min(a.lo, b.lo), a.exact_lo and b.exact_lo) if a and b else (-math.inf, False)
+    return ValueRange(low[0], high[0], low[1], high[1])
 
 
 def _within(bound: float, value: float, exact: bool, below: bool) -> bool:
@@ -208,7 +229,7 @@ def redundant_clamp(graph: Graph) -> list[Applied]:
     for n in graph.nodes:
         if n.fn not in ("clamp", "hardtanh", "clamp_min", "clamp_max") or not float_ew(n):
             continue
-        r = _range_of(graph, n.args[0])
+        r = value_range(graph, n.args[0])
         if r is None:
             continue
         lo, hi = n.params.get("lo"), n.params.get("hi")

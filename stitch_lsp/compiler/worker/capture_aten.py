@@ -590,7 +590,11 @@ class AtenConverter(Converter):
         if not isinstance(value, torch.Tensor):
             return value
         if value.dtype not in (
-            torch.float32, torch.int64, torch.bfloat16, torch.float16, torch.bool
+            torch.float32,
+            torch.int64,
+            torch.bfloat16,
+            torch.float16,
+            torch.bool,
         ):
             raise Unsupported(
                 f"input `{name}` is {value.dtype}; the builtin coder handles float32, bfloat16, "

