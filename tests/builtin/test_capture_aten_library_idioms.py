@@ -161,6 +161,47 @@ def test_an_in_place_write_that_others_see_is_never_captured_wrong(
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+# LongT5's local attention: `scores += position_bias` where scores is a transposed view.
+ADD_INTO_VIEW = problem(
+    "self.fc = nn.Linear(8, 8)\nself.bias = nn.Parameter(torch.randn(4, 3))",
+    "s = self.fc(x).view(3, 2, 4).transpose(1, 2)\ns += self.bias.view(1, 4, 3).transpose(1, 2)"
+    "[:, :2].transpose(1, 2)\nreturn torch.softmax(s, dim=-1)",
+    "torch.randn(3, 8)",
+)
+# timm MViTv2's relative positions: `attn[:, :, 1:, 1:] = attn[:, :, 1:, 1:] + rel`, a slice
+# of a computed tensor assigned.
+COPY_INTO_SLICES = problem(
+    "self.fc = nn.Linear(8, 8)\nself.rel = nn.Parameter(torch.randn(2, 3))",
+    "a = self.fc(x).view(3, 2, 4)\na[:, :, 1:] = a[:, :, 1:] * 2.0 + self.rel\n"
+    "return torch.tanh(a)",
+    "torch.randn(3, 8)",
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "source"), [("add_into_view", ADD_INTO_VIEW), ("copy_into_slices", COPY_INTO_SLICES)]
+)
+def test_writes_through_views_are_traced_functionally(
+    tmp_path: Path, name: str, source: str
+) -> None:
+    """Where the plain trace refuses an in-place write through a view, the functional trace
+    (out-of-place ops, scatters into the base) captures it, says so, and agrees with the model;
+    the PyTorch lines it leaves (the scatters) run as the program runs them."""
+    path = write_problem(tmp_path, name, source)
+    graph = _aten_capture(path)
+    assert any("traced functionally" in note for note in graph.notes), graph.notes
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    if any(n.kind == "aten" for n in graph.nodes):
+        model, inputs = _model(path)
+        _run_fallback_lines(graph, model, inputs)
+
+
+def test_a_forward_the_plain_trace_takes_is_not_traced_functionally(tmp_path: Path) -> None:
+    graph = _aten_capture(write_problem(tmp_path, "clone_write", CLONE_WRITE))
+    assert not any("functionally" in note for note in graph.notes)
+
+
 def test_a_large_constant_made_inside_forward_is_refused_with_its_size(tmp_path: Path) -> None:
     forward = "return x + torch.tensor([float(i) for i in range(2000)], device=x.device)"
     source = problem("", forward, "torch.randn(2000)")

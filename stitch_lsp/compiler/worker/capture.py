@@ -160,6 +160,10 @@ def _capture(path: Path, model: torch.nn.Module, inputs: list[Any]) -> Graph:
             return FxConverter(gm, inputs, where).run()
         except Unsupported as exc:
             fx_error = exc
+        except Exception as exc:  # a lowering this call's arguments surprised: try ATen
+            fx_error = Unsupported(
+                f"the torch.fx capture failed: {type(exc).__name__}: {exc}{_where(exc, path)}"
+            )
     # The fx trace ran forward on meta tensors: build a fresh model for the ATen trace.
     model, inputs = build_on_meta(path)
     try:

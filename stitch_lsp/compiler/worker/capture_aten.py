@@ -64,9 +64,11 @@ _aten = torch.ops.aten
 
 
 def trace(
-    model: nn.Module, inputs: list[Any]
+    model: nn.Module, inputs: list[Any], functional: bool = False
 ) -> tuple[torch.fx.GraphModule, list[str], set[str], list[LeafRecord]]:
-    """(graph, placeholder names of the state, names of plain attributes, leaf-module calls)."""
+    """(graph, placeholder names of the state, names of plain attributes, leaf-module calls).
+    `functional`: writes through views become out-of-place ops and scatters into their base
+    (torch.func.functionalize), for a forward whose in-place writes the plain trace refuses."""
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
     plain = plain_attributes(model)
@@ -89,7 +91,8 @@ def trace(
         _autocast_on_meta(),
         _grouped_mm_of_any_float(),
     ):
-        gm = make_fx(forward, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
+        traced = torch.func.functionalize(forward) if functional else forward
+        gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
     return gm, names, set(plain), kept
 
@@ -726,7 +729,38 @@ def capture_aten(
                 "captured whole or not at all (at the ATen level it unrolls step by step)"
             )
     try:
-        gm, names, plain, records = trace(model, inputs)
+        return _capture(model, inputs, input_names, path, functional=False)
+    except Unsupported as exc:
+        if not any(why in str(exc) for why in _WRITES_THROUGH_VIEWS):
+            raise
+        first = exc
+    # In-place writes through views (LongT5's `scores += bias` on a transposed view, timm
+    # MViTv2's copy_ into slices of a new tensor): the functional trace spells them as
+    # out-of-place ops and scatters into the base, and keeps the first refusal if it fails too.
+    try:
+        graph = _capture(model, inputs, input_names, path, functional=True)
+    except Unsupported:
+        raise first from None
+    graph.notes.append(
+        "in-place writes through views were traced functionally (out of place, with scatters "
+        "into their base)"
+    )
+    return graph
+
+
+# The refusals a functional trace can lift: writes through views, and copies into slices.
+_WRITES_THROUGH_VIEWS = (
+    "an in-place op on a view",
+    "an in-place op on a tensor that has views",
+    "copy_ into a computed tensor",
+)
+
+
+def _capture(
+    model: nn.Module, inputs: list[Any], input_names: list[str], path: str | None, functional: bool
+) -> Graph:
+    try:
+        gm, names, plain, records = trace(model, inputs, functional)
     except Unsupported:
         raise
     except Exception as exc:

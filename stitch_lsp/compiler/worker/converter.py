@@ -159,6 +159,10 @@ def shape_or_none(node: torch.fx.Node) -> Shape | None:
     return None
 
 
+# The keyword aliases PyTorch's functions take for NumPy compatibility, by the name they stand for.
+_ALIASES: dict[str, str] = {"dim": "axis", "keepdim": "keepdims"}
+
+
 class Missing:
     """A result of a multi-output op that the IR does not compute (batch norm's saved mean)."""
 
@@ -257,9 +261,12 @@ class Converter:
         return a
 
     def arg(self, n: torch.fx.Node, i: int, name: str, default: Any = None) -> Any:
-        """One positional-or-keyword argument, evaluated."""
+        """One positional-or-keyword argument, evaluated; PyTorch's NumPy-style keyword aliases
+        (`torch.cumsum(x, axis=1)`, `x.sum(axis=0, keepdims=True)`) count as their names."""
         if len(n.args) > i:
             return self.val(n.args[i])
+        if name not in n.kwargs and _ALIASES.get(name) in n.kwargs:
+            return self.val(n.kwargs[_ALIASES[name]])
         return self.val(n.kwargs.get(name, default))
 
     def args(self, n: torch.fx.Node, *spec: tuple[str, Any]) -> list[Any]:
