@@ -202,6 +202,21 @@ def test_a_forward_the_plain_trace_takes_is_not_traced_functionally(tmp_path: Pa
     assert not any("functionally" in note for note in graph.notes)
 
 
+# XLNet's attention weights: legacy constructors make CPU tensors under any device context.
+LEGACY_PARAMETER = problem(
+    "self.q = nn.Parameter(torch.FloatTensor(8, 2, 4))\nnn.init.normal_(self.q)",
+    "return torch.einsum('bh,hnd->bnd', x, self.q).relu()",
+    "torch.randn(3, 8)",
+)
+
+
+def test_a_parameter_made_by_a_legacy_constructor_is_traced_with_the_rest(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "legacy_parameter", LEGACY_PARAMETER)
+    graph = _aten_capture(path)
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_large_constant_made_inside_forward_is_refused_with_its_size(tmp_path: Path) -> None:
     forward = "return x + torch.tensor([float(i) for i in range(2000)], device=x.device)"
     source = problem("", forward, "torch.randn(2000)")

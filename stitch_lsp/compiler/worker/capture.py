@@ -48,6 +48,11 @@ def build_on_meta(path: Path) -> tuple[torch.nn.Module, list[Any]]:
     try:
         with torch.device("meta"):
             model = mod.Model(*mod.get_init_inputs())
+        # A legacy constructor (`nn.Parameter(torch.FloatTensor(d, h, k))`, XLNet's attention
+        # weights) ignores the device context and makes a CPU tensor: every tensor goes to meta,
+        # as the rest of the model is, so the trace does not mix devices.
+        if any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
+            model = model.to("meta")
     except Exception as meta_exc:
         # Some constructors read values back (Swin's drop-path rates: `x.item()` on a linspace),
         # which meta tensors cannot do. Such a model is built on the CPU, then moved to meta.
