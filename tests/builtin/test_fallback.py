@@ -84,6 +84,14 @@ WINDOW_MASK = problem(
     "torch.randn(2, 6, 6)",
 )
 
+# FNet's token mixing: the real part of a 2-D FFT over (sequence, hidden). The spectrum is
+# complex, so only PyTorch lines read it; the kernels read its real part.
+FOURIER = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "y = torch.fft.fftn(torch.tanh(self.fc(x)), dim=(1, 2)).real\nreturn torch.relu(y + x)",
+    "torch.randn(2, 6, 8)",
+)
+
 
 def _fresh(tmp_path: Path, name: str, source: str) -> tuple[Path, Any, list[Any]]:
     path = write_problem(tmp_path, name, source)
@@ -150,6 +158,7 @@ def _run_fallback_lines(graph: Graph, model: Any, inputs: list[Any]) -> None:
         ("erfinv_in_place", IN_PLACE, "erfinv.default"),
         ("arange_mask", MASKED, "arange.default"),
         ("window_mask", WINDOW_MASK, "full.default"),
+        ("fourier", FOURIER, "_fft_c2c.default"),
     ],
 )
 def test_an_unlowered_op_runs_as_its_aten_call(

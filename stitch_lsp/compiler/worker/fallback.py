@@ -38,6 +38,9 @@ DTYPES: dict[torch.dtype, str] = {
     torch.int8: "int8",
     torch.uint8: "uint8",
     torch.bool: "bool",
+    # an FFT's spectrum (FNet's token mixing): only PyTorch lines read it, kernels never do
+    torch.complex64: "complex64",
+    torch.complex128: "complex128",
 }
 # What a generated kernel reads from a stored value (`codegen._in_ctype`); int64 only as
 # indices (the builder refuses integer math, which then falls back too).
