@@ -217,6 +217,24 @@ def test_a_parameter_made_by_a_legacy_constructor_is_traced_with_the_rest(tmp_pa
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+# Switch Transformers' router: `self.classifier = self.classifier.to(self.dtype)` in forward.
+MODULE_TO = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "self.fc = self.fc.to(torch.float32)\nreturn torch.softmax(self.fc(x), dim=-1)",
+    "torch.randn(3, 8)",
+)
+
+
+def test_a_module_moved_to_its_own_type_inside_forward(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "module_to", MODULE_TO)
+    graph = _aten_capture(path)
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    to_half = MODULE_TO.replace("torch.float32", "torch.float16")
+    with pytest.raises(Unsupported, match=r"Linear.to\(torch.float16\) inside forward"):
+        _aten_capture(write_problem(tmp_path, "module_to_half", to_half))
+
+
 def test_a_large_constant_made_inside_forward_is_refused_with_its_size(tmp_path: Path) -> None:
     forward = "return x + torch.tensor([float(i) for i in range(2000)], device=x.device)"
     source = problem("", forward, "torch.randn(2000)")

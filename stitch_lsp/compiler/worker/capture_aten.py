@@ -90,6 +90,7 @@ def trace(
         _library_caches_bypassed(),
         _autocast_on_meta(),
         _grouped_mm_of_any_float(),
+        _module_to_in_forward(),
     ):
         traced = torch.func.functionalize(forward) if functional else forward
         gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
@@ -119,6 +120,31 @@ def _autocast_on_meta() -> Iterator[None]:
         yield
     finally:
         torch.autocast = original  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def _module_to_in_forward() -> Iterator[None]:
+    """`self.classifier = self.classifier.to(self.dtype)` inside forward (Switch Transformers'
+    router, kept in float32 "for stability"): on a module already of that type it changes
+    nothing, and is a no-op here (PyTorch could not swap the trace's stand-in parameters). A
+    conversion that would change the weights' type is refused by name: the reference would
+    round its weights on every call."""
+    original = nn.Module.to
+
+    def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        _, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        floats = [t for t in (*self.parameters(), *self.buffers()) if t.is_floating_point()]
+        if dtype is None or all(t.dtype == dtype for t in floats):
+            return self
+        raise Unsupported(
+            f"{type(self).__name__}.to({dtype}) inside forward converts its weights on every call"
+        )
+
+    nn.Module.to = to  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        nn.Module.to = original  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
