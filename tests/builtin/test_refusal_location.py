@@ -227,3 +227,21 @@ def test_a_transformers_models_fallbacks_name_their_transformers_lines(
     for ln in named:
         assert "(at transformers/" in ln and f", called from line {call})" in ln, ln
     assert any("torch.arange (at transformers/models/gpt2/modeling_gpt2.py:" in ln for ln in named)
+
+
+def test_a_half_precision_model_is_refused_for_what_the_aten_capture_found(folder: Path) -> None:
+    """The fx converter takes float32 only; for a bf16 model its refusal ("is bfloat16") would
+    hide the ATen capture's, which names the library line."""
+    reason = refusal(
+        folder,
+        """
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(16, dtype=torch.bfloat16))
+
+        def forward(self, x):
+            return scan_lib.noisy(self.w * 2) + x[0, 0]
+        """,
+    )
+    assert reason.startswith("torch.bernoulli (at scan_lib.py:11, called from line 13)"), reason
+    assert "handles float32" not in reason

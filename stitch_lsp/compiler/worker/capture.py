@@ -174,7 +174,9 @@ def _capture(path: Path, model: torch.nn.Module, inputs: list[Any]) -> Graph:
     try:
         return capture_aten(model, inputs, forward_names(model, len(inputs)), where)
     except Unsupported as exc:
-        if not traced:
+        # The fx converter handles float32 only: its refusal of a half-precision model says
+        # nothing the ATen capture's does not say better.
+        if not traced or "the builtin coder handles float32" in str(fx_error):
             raise exc from None
         if _lines(str(exc)) <= _lines(str(fx_error)):
             raise fx_error from None  # the same place, said with the reference's own names
@@ -182,5 +184,8 @@ def _capture(path: Path, model: torch.nn.Module, inputs: list[Any]) -> Graph:
 
 
 def _lines(message: str) -> set[str]:
-    """The reference lines a refusal names: `(line N)`, or `(at lib.py:K, called from line N)`."""
-    return set(re.findall(r"(?:\(|, called from )line (\d+)\)", message))
+    """The places a refusal names: `(line N)` as `N`, `(at lib.py:K, called from line N)` as
+    `lib.py:K N`: a library model's refusals all come from its wrapper's one line, and the
+    library line is what tells them apart."""
+    found = re.findall(r"\((?:at ([^()]*?), called from )?line (\d+)\)", message)
+    return {f"{lib} {line}" if lib else line for lib, line in found}
