@@ -9,6 +9,11 @@ torchvision models, each a `Model` with random weights from the library's own co
 and typed by the suite's STITCH_MODEL_SIZE and STITCH_MODEL_DTYPE (small: a CPU-sized config and
 one example; full: the same config, 8 examples or 512 tokens).
 
+`--set third` holds 75 models written after the first two sets had been worked on (session 12,
+2026-12-07): 26 transformers text configs (mixture-of-experts, hybrid state-space and recurrent
+decoders, sparse, long-context and Fourier encoders, encoder-decoders), 20 image and audio models,
+17 timm and 12 torchvision models, among them video, segmentation and optical-flow models.
+
     python benchmarks/model_zoo.py /tmp/zoo
     python benchmarks/capture_fidelity.py /tmp/zoo --dtype bfloat16 --json zoo-bf16.json
 
@@ -141,7 +146,8 @@ HF_BASE = {
     "max_position_embeddings": 1024,  # the full size reads 512 tokens
     "vocab_size": 512,
 }
-GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert")
+# Configs that refuse some of HF_BASE's names (GPT-2's, or their own) get only its vocabulary.
+GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert", "Funnel", "XLNet")
 
 # transformers models that read images or sound: name -> (config, model class, config
 # overrides, the input's keyword, the output's attribute, one example's shape at small size;
@@ -253,7 +259,9 @@ def get_inputs():
 def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) -> str:
     kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
     kwargs.update(overrides)
-    decoder = ", decoder_input_ids=input_ids" if cls in SEQ2SEQ + SEQ2SEQ_MORE else ""
+    decoder = (
+        ", decoder_input_ids=input_ids" if cls in SEQ2SEQ + SEQ2SEQ_MORE + SEQ2SEQ_THIRD else ""
+    )
     call = f"self.net(input_ids=input_ids{decoder}).{output}"
     inputs = "    return _common().tokens(512, small=(2, 16), full=(1, 512))"
     return _hf_source(cls, config, kwargs, f"transformers.{cls}(config)", "input_ids", call, inputs)
@@ -429,17 +437,324 @@ TORCHVISION_MORE = [
 ]  # fmt: skip
 
 
+# A third set (`--set third`), written after the first two had been worked on (session 12,
+# 2026-12-07): again models no change was made for.
+HF_THIRD: dict[str, tuple[str, str, dict[str, Any], str]] = {
+    "olmoe": (
+        "OlmoeConfig", "OlmoeForCausalLM", {"num_experts": 4, "num_experts_per_tok": 2}, "logits",
+    ),
+    "qwen3moe": (
+        "Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+        {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+         "head_dim": 16}, "logits",
+    ),
+    "phimoe": (
+        "PhimoeConfig", "PhimoeForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2},
+        "logits",
+    ),
+    "granitemoe": (
+        "GraniteMoeConfig", "GraniteMoeForCausalLM",
+        {"num_local_experts": 4, "num_experts_per_tok": 2}, "logits",
+    ),
+    "jamba": (
+        "JambaConfig", "JambaForCausalLM",
+        {"num_experts": 4, "num_experts_per_tok": 2, "mamba_d_state": 8, "mamba_d_conv": 4,
+         "mamba_expand": 2, "attn_layer_period": 2, "attn_layer_offset": 1,
+         "expert_layer_period": 2, "expert_layer_offset": 1, "use_mamba_kernels": False,
+         "pad_token_id": 0}, "logits",
+    ),
+    "zamba2": (
+        "Zamba2Config", "Zamba2ForCausalLM",
+        {"mamba_d_state": 8, "mamba_headdim": 16, "mamba_ngroups": 1, "n_mamba_heads": 8,
+         "num_hidden_layers": 2, "layers_block_type": ["linear_attention", "hybrid"],
+         "attention_head_dim": 16, "num_mem_blocks": 1, "pad_token_id": 0,
+         "use_mem_rope": True}, "logits",
+    ),
+    "cohere2": (
+        "Cohere2Config", "Cohere2ForCausalLM",
+        {"sliding_window": 8, "head_dim": 16, "pad_token_id": 0}, "logits",
+    ),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", {"head_dim": 16, "pad_token_id": 0}, "logits"),
+    "gpt_oss": (
+        "GptOssConfig", "GptOssForCausalLM",
+        {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16, "sliding_window": 8,
+         "pad_token_id": 0}, "logits",
+    ),
+    "deepseek_v3": (
+        "DeepseekV3Config", "DeepseekV3ForCausalLM",
+        {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+         "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+         "v_head_dim": 16, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+         "n_shared_experts": 1, "pad_token_id": 0}, "logits",
+    ),
+    "mamba2": (
+        "Mamba2Config", "Mamba2ForCausalLM",
+        {"num_heads": 8, "head_dim": 16, "state_size": 8, "n_groups": 1, "expand": 2,
+         "chunk_size": 8, "pad_token_id": 0}, "logits",
+    ),
+    "falcon_mamba": (
+        "FalconMambaConfig", "FalconMambaForCausalLM", {"state_size": 8, "pad_token_id": 0},
+        "logits",
+    ),
+    "recurrentgemma": (
+        "RecurrentGemmaConfig", "RecurrentGemmaForCausalLM",
+        {"lru_width": 64, "attention_window_size": 8, "head_dim": 16, "num_hidden_layers": 3,
+         "pad_token_id": 0}, "logits",
+    ),
+    "lfm2": (
+        "Lfm2Config", "Lfm2ForCausalLM",
+        {"pad_token_id": 0, "block_ff_dim": 128, "layer_types": ["conv", "full_attention"],
+         "head_dim": 16}, "logits",
+    ),
+    "mobilebert": (
+        "MobileBertConfig", "MobileBertModel",
+        {"embedding_size": 32, "intra_bottleneck_size": 32, "true_hidden_size": 32,
+         "num_feedforward_networks": 2, "pad_token_id": 0}, "last_hidden_state",
+    ),
+    "bigbird": (
+        "BigBirdConfig", "BigBirdModel",
+        {"pad_token_id": 0, "block_size": 2, "num_random_blocks": 1}, "last_hidden_state",
+    ),
+    "longformer": (
+        "LongformerConfig", "LongformerModel", {"attention_window": 4, "pad_token_id": 1},
+        "last_hidden_state",
+    ),
+    "deberta": ("DebertaConfig", "DebertaModel", {"pad_token_id": 0}, "last_hidden_state"),
+    "esm": (
+        "EsmConfig", "EsmModel",
+        {"pad_token_id": 1, "mask_token_id": 2, "position_embedding_type": "rotary"},
+        "last_hidden_state",
+    ),
+    "nystromformer": (
+        "NystromformerConfig", "NystromformerModel",
+        {"num_landmarks": 4, "segment_means_seq_len": 16, "pad_token_id": 0},
+        "last_hidden_state",
+    ),
+    "fnet": (
+        "FNetConfig", "FNetModel", {"pad_token_id": 0, "use_tpu_fourier_optimizations": False},
+        "last_hidden_state",
+    ),
+    "marian": (
+        "MarianConfig", "MarianModel",
+        {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128,
+         "pad_token_id": 0, "decoder_start_token_id": 0},
+        "last_hidden_state",
+    ),
+    "switch_transformers": (
+        "SwitchTransformersConfig", "SwitchTransformersModel",
+        {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_decoder_layers": 2,
+         "num_heads": 4, "num_experts": 4, "num_sparse_encoder_layers": 1,
+         "num_sparse_decoder_layers": 1, "pad_token_id": 0, "decoder_start_token_id": 0},
+        "last_hidden_state",
+    ),
+    "longt5": (
+        "LongT5Config", "LongT5Model",
+        {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4,
+         "local_radius": 4, "encoder_attention_type": "transient-global",
+         "global_block_size": 4, "pad_token_id": 0, "decoder_start_token_id": 0},
+        "last_hidden_state",
+    ),
+    "funnel": (
+        "FunnelConfig", "FunnelModel",
+        {"d_model": 64, "n_head": 4, "d_head": 16, "d_inner": 128, "block_sizes": [1, 1],
+         "pad_token_id": 0}, "last_hidden_state",
+    ),
+    "xlnet": (
+        "XLNetConfig", "XLNetModel",
+        {"d_model": 64, "n_layer": 2, "n_head": 4, "d_inner": 128, "pad_token_id": 0},
+        "last_hidden_state",
+    ),
+}  # fmt: skip
+SEQ2SEQ_THIRD = ("MarianModel", "SwitchTransformersModel", "LongT5Model")
+# The small ViT and Wav2Vec2 configs of HF_MEDIA, which most entries below start from.
+_VIT = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 128}  # fmt: skip
+_W2V = _VIT | {"conv_dim": (32, 32, 32), "conv_stride": (5, 2, 2), "conv_kernel": (10, 3, 3),
+               "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4}  # fmt: skip
+_IMG = (3, 224, 224)
+_WAV = (16000,)
+HF_MEDIA_THIRD: dict[str, tuple[str, str, dict[str, Any], str, str, tuple[int, ...]]] = {
+    "data2vec_vision": (
+        "Data2VecVisionConfig", "Data2VecVisionModel", _VIT | {"use_relative_position_bias": True},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "levit": (
+        "LevitConfig", "LevitModel",
+        {"hidden_sizes": [32, 48, 64], "num_attention_heads": [1, 2, 2], "depths": [1, 1, 1],
+         "key_dim": [16, 16, 16]},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "mobilevitv2": (
+        "MobileViTV2Config", "MobileViTV2Model", {"width_multiplier": 0.5},
+        "pixel_values", "pooler_output", (3, 256, 256),
+    ),
+    "pvt": (
+        "PvtConfig", "PvtModel",
+        {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+         "num_attention_heads": [1, 1, 2, 2]},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "dpt_depth": (
+        "DPTConfig", "DPTForDepthEstimation",
+        _VIT | {"num_hidden_layers": 4, "image_size": 224, "patch_size": 16,
+                "backbone_out_indices": [0, 1, 2, 3], "neck_hidden_sizes": [16, 32, 64, 64],
+                "fusion_hidden_size": 32, "head_in_index": -1},
+        "pixel_values", "predicted_depth", _IMG,
+    ),
+    "siglip_vision": (
+        "SiglipVisionConfig", "SiglipVisionModel", _VIT | {"image_size": 224, "patch_size": 16},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "vitmae": (
+        "ViTMAEConfig", "ViTMAEModel", _VIT | {"mask_ratio": 0.75},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "swinv2": (
+        "Swinv2Config", "Swinv2Model",
+        {"image_size": 224, "patch_size": 4, "embed_dim": 16, "depths": [1, 1],
+         "num_heads": [1, 2], "window_size": 7},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "focalnet": (
+        "FocalNetConfig", "FocalNetModel",
+        {"embed_dim": 16, "depths": [1, 1], "hidden_sizes": [16, 32], "focal_levels": [2, 2],
+         "focal_windows": [3, 3]},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "hiera": (
+        "HieraConfig", "HieraModel",
+        {"embed_dim": 16, "depths": [1, 1, 1, 1], "num_heads": [1, 1, 2, 2]},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "bit": (
+        "BitConfig", "BitModel",
+        {"embedding_size": 32, "hidden_sizes": [32, 64, 128, 256], "num_groups": 8,
+         "depths": [1, 1, 1, 1]},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "cvt": (
+        "CvtConfig", "CvtModel",
+        {"embed_dim": [16, 32, 64], "depth": [1, 2, 3], "num_heads": [1, 2, 4],
+         "drop_path_rate": [0.0, 0.0, 0.0]},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "dinov3_vit": (
+        "DINOv3ViTConfig", "DINOv3ViTModel",
+        _VIT | {"image_size": 224, "patch_size": 16, "num_register_tokens": 4},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "hubert": ("HubertConfig", "HubertModel", _W2V, "input_values", "last_hidden_state", _WAV),
+    "wavlm": (
+        "WavLMConfig", "WavLMModel", _W2V | {"num_buckets": 32, "max_bucket_distance": 64},
+        "input_values", "last_hidden_state", _WAV,
+    ),
+    "sew": (
+        "SEWConfig", "SEWModel", _W2V | {"squeeze_factor": 2},
+        "input_values", "last_hidden_state", _WAV,
+    ),
+    "sew_d": (
+        "SEWDConfig", "SEWDModel",
+        _W2V | {"squeeze_factor": 2, "position_buckets": 32, "max_position_embeddings": 64},
+        "input_values", "last_hidden_state", _WAV,
+    ),
+    "data2vec_audio": (
+        "Data2VecAudioConfig", "Data2VecAudioModel",
+        _W2V | {"num_conv_pos_embeddings": 5, "num_conv_pos_embedding_groups": 4},
+        "input_values", "last_hidden_state", _WAV,
+    ),
+    "ast": (
+        "ASTConfig", "ASTModel", _VIT | {"max_length": 128, "num_mel_bins": 32},
+        "input_values", "pooler_output", (128, 32),
+    ),
+    "wav2vec2_conformer": (
+        "Wav2Vec2ConformerConfig", "Wav2Vec2ConformerModel",
+        _W2V | {"position_embeddings_type": "rotary", "conv_depthwise_kernel_size": 7},
+        "input_values", "last_hidden_state", _WAV,
+    ),
+}  # fmt: skip
+TIMM_THIRD = [
+    "resnest14d", "tnt_s_patch16_224", "coatnet_nano_rw_224", "hiera_tiny_224", "davit_tiny",
+    "volo_d1_224", "deit3_small_patch16_224", "vit_relpos_small_patch16_224", "lambda_resnet26t",
+    "ecaresnet26t", "seresnext26d_32x4d", "mixnet_s", "gmlp_s16_224", "nest_tiny",
+    "efficientformerv2_s0", "vit_small_patch16_rope_224", "mvitv2_tiny",
+]  # fmt: skip
+TORCHVISION_THIRD = ["densenet169", "resnet152"]
+# torchvision models torchvision_problem cannot write. Video: name -> (frames, resolution).
+TORCHVISION_VIDEO_THIRD: dict[str, tuple[int, int]] = {
+    "r3d_18": (8, 112), "mc3_18": (8, 112), "r2plus1d_18": (8, 112), "s3d": (16, 224),
+    "swin3d_t": (8, 112), "mvit_v2_s": (16, 224),
+}  # fmt: skip
+TORCHVISION_SEGMENTATION_THIRD = [
+    "fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large",
+]  # fmt: skip
+TORCHVISION_FLOW_THIRD = ["raft_small"]
+
+
+def _torchvision_source(name: str, build: str, args: str, shape: tuple[int, ...], call: str) -> str:
+    """A torchvision model that is not an image classifier: one input of `shape` per argument,
+    batch 1 at either size."""
+    n = len(args.split(","))
+    return f'''"""torchvision {name}, random weights."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, size, dtype):
+        super().__init__()
+        import torchvision
+
+        torch.manual_seed(0)
+        self.net = torchvision.models.{build}
+        self.to(getattr(torch, dtype)).eval()
+
+    def forward(self, {args}):
+        return {call}
+
+
+def get_inputs():
+    c = _common()
+    return [torch.randn(*{shape!r}, dtype=c.dtype()) for _ in range({n})]
+'''
+
+
+def torchvision_video_problem(name: str, frames: int, res: int) -> str:
+    """A video classifier reads one 5-D clip (batch, channels, frames, height, width)."""
+    shape = (1, 3, frames, res, res)
+    return _torchvision_source(name, f"video.{name}(num_classes=10)", "x", shape, "self.net(x)")
+
+
+def torchvision_segmentation_problem(name: str) -> str:
+    """A segmentation model returns a dict: its "out". No backbone weights: nothing downloads."""
+    build = f"segmentation.{name}(num_classes=10, weights_backbone=None)"
+    return _torchvision_source(name, build, "x", (1, 3, 224, 224), 'self.net(x)["out"]')
+
+
+def torchvision_flow_problem(name: str) -> str:
+    """Optical flow reads two images and returns every refinement's flow: the last, after 4."""
+    call = "self.net(x, y, num_flow_updates=4)[-1]"
+    return _torchvision_source(name, f"optical_flow.{name}()", "x, y", (1, 3, 128, 128), call)
+
+
 def problems(which: str = "first") -> dict[str, str]:
-    """File name -> source, for every entry of one set (`first` or `more`)."""
-    hf, media, timm_, tv = (
-        (HF, HF_MEDIA, TIMM, TORCHVISION)
-        if which == "first"
-        else (HF_MORE, HF_MEDIA_MORE, TIMM_MORE, TORCHVISION_MORE)
-    )
+    """File name -> source, for every entry of one set (`first`, `more` or `third`)."""
+    hf, media, timm_, tv = {
+        "first": (HF, HF_MEDIA, TIMM, TORCHVISION),
+        "more": (HF_MORE, HF_MEDIA_MORE, TIMM_MORE, TORCHVISION_MORE),
+        "third": (HF_THIRD, HF_MEDIA_THIRD, TIMM_THIRD, TORCHVISION_THIRD),
+    }[which]
     out = {f"hf_{k}.py": hf_problem(*v) for k, v in hf.items()}
     out |= {f"hf_{k}.py": hf_media_problem(*v) for k, v in media.items()}
     out |= {f"timm_{n}.py": timm_problem(n) for n in timm_}
     out |= {f"tv_{n}.py": torchvision_problem(n) for n in tv}
+    if which == "third":
+        video = TORCHVISION_VIDEO_THIRD.items()
+        out |= {f"tv_{k}.py": torchvision_video_problem(k, *v) for k, v in video}
+        segmentation = TORCHVISION_SEGMENTATION_THIRD
+        out |= {f"tv_{n}.py": torchvision_segmentation_problem(n) for n in segmentation}
+        out |= {f"tv_{n}.py": torchvision_flow_problem(n) for n in TORCHVISION_FLOW_THIRD}
     return {k: v + TAIL.format(common=str(COMMON)) for k, v in out.items()}
 
 
@@ -447,8 +762,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="where the problem files are written")
     parser.add_argument(
-        "--set", choices=("first", "more"), default="first",
-        help="the zoo's first 87 models, or the 65 written after them (`more`)",
+        "--set", choices=("first", "more", "third"), default="first",
+        help="the zoo's first 87 models, the 65 written after them (`more`), or the 75 after "
+        "those (`third`)",
     )  # fmt: skip
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
