@@ -11,10 +11,7 @@ Stack traces keep the reference's line numbers for refusals.
 
 from __future__ import annotations
 
-import contextlib
 import operator
-import sys
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import torch
@@ -22,7 +19,7 @@ import torch.fx
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.func import functional_call
-from torch.fx.experimental.proxy_tensor import PythonKeyTracer, make_fx
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from stitch_lsp.compiler.attr_path import display_path
 from stitch_lsp.compiler.builder import MinMax, select_op
@@ -59,6 +56,7 @@ from stitch_lsp.compiler.worker.fallback import (
 )
 from stitch_lsp.compiler.worker.lowering import for_aten
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
+from stitch_lsp.compiler.worker.trace_patches import library_idioms_traceable
 
 _aten = torch.ops.aten
 
@@ -84,192 +82,13 @@ def trace(
         fake_inputs = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
     with (
         leaves_as_ops(model) as records,
-        _whole_stacks(),
-        _scalars_keep_their_value(),
         attention_as_one_op(),
-        _library_caches_bypassed(),
-        _autocast_on_meta(),
-        _grouped_mm_of_any_float(),
-        _module_to_in_forward(),
+        library_idioms_traceable(),
     ):
         traced = torch.func.functionalize(forward) if functional else forward
         gm = make_fx(traced, tracing_mode="fake", record_stack_traces=True)(flat, *fake_inputs)
         kept = list(records)
     return gm, names, set(plain), kept
-
-
-@contextlib.contextmanager
-def _autocast_on_meta() -> Iterator[None]:
-    """`with torch.autocast(device_type=x.device.type, enabled=False)` (timm's EfficientViT keeps
-    its attention in float32 that way) asks for the meta device's autocast type while this trace
-    runs on meta tensors, which PyTorch cannot answer. Switched off, autocast changes nothing, so
-    it is a plain block here; switched on, it would change the reference's precision, and that
-    is refused by name."""
-    original = torch.autocast
-
-    def autocast(device_type: str, *args: Any, **kwargs: Any) -> Any:
-        enabled = kwargs.get("enabled", args[1] if len(args) > 1 else True)
-        if device_type != "meta":
-            return original(device_type, *args, **kwargs)
-        if not enabled:
-            return contextlib.nullcontext()
-        raise Unsupported("torch.autocast switched on inside forward is not supported")
-
-    torch.autocast = autocast  # type: ignore[assignment,misc]
-    try:
-        yield
-    finally:
-        torch.autocast = original  # type: ignore[misc]
-
-
-@contextlib.contextmanager
-def _module_to_in_forward() -> Iterator[None]:
-    """`self.classifier = self.classifier.to(self.dtype)` inside forward (Switch Transformers'
-    router, kept in float32 "for stability"): on a module already of that type it changes
-    nothing, and is a no-op here (PyTorch could not swap the trace's stand-in parameters). A
-    conversion that would change the weights' type is refused by name: the reference would
-    round its weights on every call."""
-    original = nn.Module.to
-
-    def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
-        _, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
-        floats = [t for t in (*self.parameters(), *self.buffers()) if t.is_floating_point()]
-        if dtype is None or all(t.dtype == dtype for t in floats):
-            return self
-        raise Unsupported(
-            f"{type(self).__name__}.to({dtype}) inside forward converts its weights on every call"
-        )
-
-    nn.Module.to = to  # type: ignore[method-assign,assignment]
-    try:
-        yield
-    finally:
-        nn.Module.to = original  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def _grouped_mm_of_any_float() -> Iterator[None]:
-    """transformers' mixtures of experts (Mixtral, Qwen2-MoE: `experts_implementation=
-    "grouped_mm"`, its default) call `torch._grouped_mm`. Its CPU kernel takes float32, but its
-    shape function on the meta device, where this trace runs, takes bfloat16 only, so a float32
-    or float16 model could not be traced. While tracing, the shape function sees the operands as
-    bfloat16 and the result keeps their dtype; the op stays in the trace as it is, a PyTorch
-    call that runs wherever the model's own call does."""
-    meta = sys.modules.get("torch._meta_registrations")
-    original = getattr(meta, "_meta_grouped_mm_common", None)
-    if original is None:
-        yield
-        return
-
-    def any_float(
-        mat_a: Any, mat_b: Any, scale_a: Any = None, scale_b: Any = None, **kw: Any
-    ) -> Any:
-        dtype = mat_a.dtype
-        if scale_a is None and dtype == mat_b.dtype and dtype in (torch.float32, torch.float16):
-            out = original(mat_a.to(torch.bfloat16), mat_b.to(torch.bfloat16), None, None, **kw)
-            return out.to(dtype if kw.get("out_dtype") is None else kw["out_dtype"])
-        return original(mat_a, mat_b, scale_a, scale_b, **kw)
-
-    setattr(meta, "_meta_grouped_mm_common", any_float)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(meta, "_meta_grouped_mm_common", original)  # noqa: B010
-
-
-@contextlib.contextmanager
-def _library_caches_bypassed() -> Iterator[None]:
-    """transformers memoises some tensor helpers (BEiT's and Data2Vec's relative position index,
-    `compile_compatible_method_lru_cache`) for the life of the process. A second trace in the same
-    worker would then read the first call's real tensor as a constant instead of the ops that make
-    it, and a large one is refused. The decorator recomputes while torch.compile traces; it does so
-    while this trace runs too."""
-    utils = sys.modules.get("transformers.pytorch_utils")
-    if utils is None or not hasattr(utils, "is_torchdynamo_compiling"):
-        yield
-        return
-    original = getattr(utils, "is_torchdynamo_compiling")  # noqa: B009
-    setattr(utils, "is_torchdynamo_compiling", lambda: True)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(utils, "is_torchdynamo_compiling", original)  # noqa: B010
-
-
-@contextlib.contextmanager
-def _whole_stacks() -> Iterator[None]:
-    """make_fx keeps only the `forward` frames of a node's stack; a library helper's own frame
-    (transformers' mask functions, a model's `scan` helper) is where a fallback or refusal is,
-    so every frame from the first `forward` on is kept while tracing."""
-    original = PythonKeyTracer._filter_traceback_frames
-
-    def every_frame(self: Any, summary: Any) -> Any:
-        self._record_forward_stack_traces_only = False
-        return original(self, summary)
-
-    PythonKeyTracer._filter_traceback_frames = every_frame  # type: ignore[method-assign,assignment]
-    try:
-        yield
-    finally:
-        PythonKeyTracer._filter_traceback_frames = original  # type: ignore[method-assign]
-
-
-def _numbers(data: Any) -> bool:
-    """A (nested) list of Python numbers, nothing else."""
-    if isinstance(data, (list, tuple)):
-        return all(_numbers(d) for d in data)
-    return isinstance(data, (bool, int, float))
-
-
-def _made_off_meta(make: Any) -> Any:
-    """`make` (torch.tensor or torch.as_tensor), except that numbers asked for on the meta device
-    are made on the CPU: a 0-dim tensor stays there (0-dim CPU tensors mix with tensors of any
-    device, as scalars do), a table is moved after, so the trace holds its values and the move."""
-
-    def made(data: Any, *args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
-        if device is None or torch.device(device).type != "meta":
-            return make(data, *args, device=device, **kwargs)
-        if isinstance(data, (bool, int, float)):
-            return make(data, *args, device="cpu", **kwargs)
-        if isinstance(data, (list, tuple)) and _numbers(data):
-            return make(data, *args, device="cpu", **kwargs).to(device)
-        return make(data, *args, device=device, **kwargs)
-
-    return made
-
-
-@contextlib.contextmanager
-def _scalars_keep_their_value() -> Iterator[None]:
-    """The model is traced on the meta device, so `torch.tensor(0.0, device=mask.device)` (how
-    transformers turns a boolean mask into an additive one) or `torch.as_tensor(shapes_list,
-    device=x.device)` would lose its values: while tracing, they are made off the meta device
-    (`_made_off_meta`), and so are the index tensors of list indices (`qkv[..., [-2], :]`)."""
-    tensor: Any = torch.tensor
-    as_tensor: Any = torch.as_tensor
-
-    def index_list(v: Any) -> Any:
-        if isinstance(v, list) and v and all(type(i) is int for i in v):
-            return tensor(v, device="cpu")
-        return v
-
-    getitem = torch.Tensor.__getitem__
-
-    def item(self: torch.Tensor, index: Any) -> Any:
-        # On the CPU the index list keeps its values, and indexing takes index tensors of
-        # another device.
-        if self.device.type == "meta":
-            index = tuple(map(index_list, index)) if isinstance(index, tuple) else index_list(index)
-        return getitem(self, index)
-
-    torch.tensor = _made_off_meta(tensor)
-    torch.as_tensor = _made_off_meta(as_tensor)
-    torch.Tensor.__getitem__ = item  # type: ignore[assignment,method-assign]
-    try:
-        yield
-    finally:
-        torch.tensor = tensor
-        torch.as_tensor = as_tensor
-        torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
 
 
 def _name(target: Any) -> str:
