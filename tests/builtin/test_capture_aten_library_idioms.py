@@ -235,6 +235,37 @@ def test_a_module_moved_to_its_own_type_inside_forward(tmp_path: Path) -> None:
         _aten_capture(write_problem(tmp_path, "module_to_half", to_half))
 
 
+# Funnel's relative-position bounds (`.item()` of arithmetic on an arange) and Longformer's
+# default mask (`torch.ones`, tested with `.any().item()`): values computed from numbers and
+# shapes alone, known at capture although the trace runs on fake tensors.
+KNOWN_VALUES = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "pos = torch.arange(8, device=x.device)\nfirst = pos.new_tensor([-3])\n"
+    "top = int((torch.cat([first, pos[1::2]])[2] - pos[0]).item())\n"
+    "mask = torch.ones(3, 8, device=x.device)\nmask[:, 0] = 2.0\n"
+    "y = self.fc(x)\nif (mask > 1).flatten().any().item():\n    y = y * 2.0\n"
+    "return y + torch.arange(top, top - 8, -1, device=x.device).float()",
+    "torch.randn(3, 8)",
+)
+READS_AN_INPUT = problem(
+    "self.fc = nn.Linear(8, 8)",
+    "n = int((x > 0).sum().item())\nreturn self.fc(x) * n",
+    "torch.randn(3, 8)",
+)
+
+
+def test_values_made_from_numbers_and_shapes_are_known_at_capture(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "known_values", KNOWN_VALUES)
+    graph = _aten_capture(path)
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_value_read_from_an_input_is_still_refused(tmp_path: Path) -> None:
+    with pytest.raises(Unsupported, match="_local_scalar_dense"):
+        _aten_capture(write_problem(tmp_path, "reads_an_input", READS_AN_INPUT))
+
+
 def test_a_large_constant_made_inside_forward_is_refused_with_its_size(tmp_path: Path) -> None:
     forward = "return x + torch.tensor([float(i) for i in range(2000)], device=x.device)"
     source = problem("", forward, "torch.randn(2000)")

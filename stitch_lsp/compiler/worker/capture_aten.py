@@ -56,7 +56,7 @@ from stitch_lsp.compiler.worker.fallback import (
 )
 from stitch_lsp.compiler.worker.lowering import for_aten
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
-from stitch_lsp.compiler.worker.trace_patches import library_idioms_traceable
+from stitch_lsp.compiler.worker.trace_patches import KnownValues, library_idioms_traceable
 
 _aten = torch.ops.aten
 
@@ -74,7 +74,8 @@ def trace(
     names = list(state)
 
     def forward(flat: list[torch.Tensor], *args: Any) -> Any:
-        return functional_call(model, dict(zip(names, flat, strict=True)), args, strict=False)
+        with KnownValues():
+            return functional_call(model, dict(zip(names, flat, strict=True)), args, strict=False)
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:

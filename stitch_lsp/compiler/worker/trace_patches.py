@@ -18,7 +18,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import PythonKeyTracer
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils.weak import WeakIdKeyDictionary
 
 from stitch_lsp.compiler.ir import Unsupported
 
@@ -33,6 +37,7 @@ def library_idioms_traceable() -> Iterator[None]:
         _autocast_on_meta(),
         _grouped_mm_of_any_float(),
         _module_to_in_forward(),
+        _functional_tensors_count_as_tracing(),
     ):
         yield
 
@@ -114,6 +119,27 @@ def _grouped_mm_of_any_float() -> Iterator[None]:
         yield
     finally:
         setattr(meta, "_meta_grouped_mm_common", original)  # noqa: B010
+
+
+@contextlib.contextmanager
+def _functional_tensors_count_as_tracing() -> Iterator[None]:
+    """transformers skips its value checks while tracing (`is_tracing` looks for fake
+    tensors); under the functional trace it is handed functional wrappers around the fakes,
+    which it did not recognise, and read an input's values (`pad_token_id in input_ids`)."""
+    utils = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(utils, "is_fake_tensor", None)
+    if original is None:
+        yield
+        return
+    def is_fake_tensor(t: Any) -> bool:
+        functional = isinstance(t, torch.Tensor) and torch._is_functional_tensor(t)
+        return functional or bool(original(t))
+
+    setattr(utils, "is_fake_tensor", is_fake_tensor)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(utils, "is_fake_tensor", original)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -200,12 +226,120 @@ def _scalars_keep_their_value() -> Iterator[None]:
             index = tuple(map(index_list, index)) if isinstance(index, tuple) else index_list(index)
         return getitem(self, index)
 
-    torch.tensor = _made_off_meta(tensor)
+    new_tensor = torch.Tensor.new_tensor
+    made = _made_off_meta(tensor)
+
+    def new(self: torch.Tensor, data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        # `pos.new_tensor([1 - 2**k])` (Funnel): the type and device are self's
+        if self.device.type == "meta" and _numbers(data):
+            kwargs.setdefault("dtype", self.dtype)
+            return made(data, *args, device=kwargs.pop("device", self.device), **kwargs)
+        return new_tensor(self, data, *args, **kwargs)
+
+    torch.tensor = made
     torch.as_tensor = _made_off_meta(as_tensor)
     torch.Tensor.__getitem__ = item  # type: ignore[assignment,method-assign]
+    torch.Tensor.new_tensor = new  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
         torch.tensor = tensor
         torch.as_tensor = as_tensor
         torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
+        torch.Tensor.new_tensor = new_tensor  # type: ignore[method-assign]
+
+
+# The largest tensor whose values the trace keeps beside its fake (a position table, a mask
+# made with torch.ones): the values are computed on the CPU, op by op.
+KNOWN_VALUES_NUMEL = 1 << 16
+
+
+class KnownValues(TorchDispatchMode):
+    """Values that forward computes from Python numbers and shapes alone: `torch.arange` of
+    positions and arithmetic on them (Funnel's relative-position bounds), a default mask made
+    with `torch.ones` and tested with `.any().item()` (Longformer). On fake tensors `.item()`
+    of such a value has no answer; this mode keeps each one's real value (small tensors, on the
+    CPU) beside its fake, op by op, and answers `.item()` from it. A value that reads an input,
+    a parameter or a buffer has none, and its `.item()` is refused as before; an in-place op
+    forgets the kept values that share the memory it writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values = WeakIdKeyDictionary()  # by identity: tensors compare elementwise
+
+    def _forget_written(self, schema: Any, args: Any, kwargs: Any) -> None:
+        """An in-place op: every kept value that shares memory with what it writes is stale."""
+        written = [
+            args[i] if i < len(args) else kwargs.get(a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        ]
+        memory = {_storage(t) for t in written if isinstance(t, torch.Tensor)}
+        for t in [t for t in self.values if _storage(t) in memory or None in memory]:
+            del self.values[t]
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default:
+            known = self.values.get(args[0])
+            if known is not None:
+                return known.item()
+        out = func(*args, **kwargs)
+        schema = getattr(func, "_schema", None)
+        mutates = schema is not None and schema.is_mutable
+        if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+            return out
+        real = self._real_arguments(args, kwargs)
+        if real is None or not (mutates or isinstance(out, torch.Tensor)):
+            if mutates:
+                self._forget_written(schema, args, kwargs)
+            return out
+        try:
+            with _disable_current_modes():
+                value = func(*real[0], **real[1])  # in place on the kept values, if it mutates
+        except Exception:  # no CPU kernel for these values: nothing is kept
+            if mutates:
+                self._forget_written(schema, args, kwargs)
+            return out
+        if (
+            isinstance(out, torch.Tensor)
+            and isinstance(value, torch.Tensor)
+            and tuple(value.shape) == tuple(out.shape)
+            and out.numel() <= KNOWN_VALUES_NUMEL
+        ):
+            self.values[out] = value
+        return out
+
+    def _real_arguments(self, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        """The op's arguments with each tensor's kept value (a real tensor the trace holds, such
+        as a table made from Python numbers, is its own), or None if one has none."""
+        flat, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+        real = []
+        for a in flat:
+            if isinstance(a, torch.Tensor):
+                known = self.values.get(a)
+                if known is None and _real(a):
+                    known = a
+                if known is None:
+                    return None
+                real.append(known)
+            elif isinstance(a, torch.device):
+                real.append(torch.device("cpu"))
+            else:
+                real.append(a)
+        return torch.utils._pytree.tree_unflatten(real, spec)
+
+
+def _storage(t: torch.Tensor) -> Any:
+    """What identifies a tensor's memory (views share it), or None where it has none."""
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except Exception:
+        return None
+
+
+def _real(t: torch.Tensor) -> bool:
+    """A small tensor with values on the CPU, not a trace's fake."""
+    return (
+        not isinstance(t, FakeTensor) and t.device.type == "cpu" and t.numel() <= KNOWN_VALUES_NUMEL
+    )
