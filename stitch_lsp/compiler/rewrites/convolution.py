@@ -71,6 +71,23 @@ def pool_before_pointwise_conv(graph: Graph) -> list[Applied]:
     return out
 
 
+def _lone_conv_transpose(
+    graph: Graph, conv: Node | None, reader: Node, users: dict[int, list[Node]]
+) -> tuple[Use, Use] | None:
+    """(x, W) of a float32, ungrouped, bias-free transposed convolution that only `reader`
+    reads, both operands plain: the shape the transposed-convolution entries rewrite."""
+    if conv is None or conv.kind != "conv" or not conv.fn.startswith("conv_transpose"):
+        return None
+    if only_user(graph, conv.vid, users) is not reader or len(conv.args) != 2:
+        return None
+    if int(conv.params.get("groups", 1) or 1) != 1 or conv.dtype != "float32":  # type: ignore[call-overload]
+        return None
+    x, w = conv.args
+    if not isinstance(x, Use) or not isinstance(w, Use) or not plain_use(x) or not plain_use(w):
+        return None
+    return x, w
+
+
 def _tap_ranges(
     length: int, out: int, kernel: int, stride: int, pad: int, dilation: int
 ) -> list[tuple[int, int]]:
@@ -141,15 +158,10 @@ def spatial_sum_of_conv_transpose(graph: Graph) -> list[Applied]:
             terms.append((node.fn, b))
             chain.append(node)
             cur, reader = a, node
-        if conv is None or not conv.fn.startswith("conv_transpose") or cur.shape != conv.shape:
+        operands = _lone_conv_transpose(graph, conv, reader, users)
+        if conv is None or operands is None or cur.shape != conv.shape:
             continue
-        if only_user(graph, conv.vid, users) is not reader or len(conv.args) != 2:
-            continue
-        if int(conv.params.get("groups", 1) or 1) != 1 or conv.dtype != "float32":  # type: ignore[call-overload]
-            continue
-        x, w = conv.args
-        if not isinstance(x, Use) or not isinstance(w, Use) or not plain_use(x) or not plain_use(w):
-            continue
+        x, w = operands
         spatial = rank - 2
         per_dim = {
             key: int_param(conv, key) or (default,) * spatial
@@ -278,15 +290,10 @@ def pool_of_conv_transpose(graph: Graph) -> list[Applied]:
         y = p.args[0]
         assert isinstance(y, Use)
         conv = graph.node(y.vid)
-        if conv is None or conv.kind != "conv" or not conv.fn.startswith("conv_transpose"):
+        operands = _lone_conv_transpose(graph, conv, p, users)
+        if conv is None or operands is None:
             continue
-        if only_user(graph, conv.vid, users) is not p or len(conv.args) != 2:
-            continue
-        if int(conv.params.get("groups", 1) or 1) != 1 or conv.dtype != "float32":  # type: ignore[call-overload]
-            continue
-        x, w = conv.args
-        if not isinstance(x, Use) or not isinstance(w, Use) or not plain_use(x) or not plain_use(w):
-            continue
+        x, w = operands
         n = len(x.shape) - 2
         kernel, pstride = int_param(p, "kernel"), int_param(p, "stride")
         cstride, cpad, cdil = (
