@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 
 from stitch_lsp.candidate_header import header_line
@@ -103,6 +104,7 @@ class Stage:
     index: int
     group: Group
     lines: list[str] = field(default_factory=list)
+    prepares: bool = False  # weight preparation: hoisted out of the per-call launches
 
 
 @dataclass
@@ -115,10 +117,19 @@ class Program:
     forward: str
     chooses: bool = False  # an attention stage runs ours or sdpa, timed (runtime.choice)
 
+    @property
+    def preparation(self) -> list[Stage]:
+        return [st for st in self.stages if st.prepares]
 
-def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffer], dict]:
-    """Every kernel output that is not a graph output, and every workspace, with its lifetime."""
+
+def _buffers(
+    graph: Graph, groups: list[Group], cg: Codegen, prep: set[int]
+) -> tuple[list[Buffer], dict]:
+    """Every kernel output that is not a graph output, and every workspace, with its lifetime.
+    Weight preparation's buffers live for the whole forward and between calls (the launches
+    read what an earlier call prepared), so no other buffer shares their bytes."""
     out_vids = {u.vid for u in graph.outputs}
+    whole = len(groups)
     kernels = {k.group.gid: k for k in cg.kernels}
     last_use: dict[int, int] = {}
     for i, g in enumerate(groups):
@@ -134,16 +145,18 @@ def _buffers(graph: Graph, groups: list[Group], cg: Codegen) -> tuple[list[Buffe
         if k is None:
             continue
         for a in k.args:
+            pinned = i in prep
             if a.role == "ws":
                 key = f"ws{g.gid}"
-                buffers.append(Buffer(key, a.nbytes, i, i))
+                buffers.append(Buffer(key, a.nbytes, 0 if pinned else i, whole if pinned else i))
                 meta[key] = ((max(a.nbytes, 1),), "torch.uint8")
             elif a.role == "out" and a.vid not in out_vids:
                 key = f"t{a.vid}"
                 shape = graph.shape_of(a.vid)
                 dtype, size = _torch_dtype(a.ctype)
                 nbytes = numel(shape) * size
-                buffers.append(Buffer(key, nbytes, i, max(i, last_use.get(a.vid, i))))
+                last = whole if pinned else max(i, last_use.get(a.vid, i))
+                buffers.append(Buffer(key, nbytes, 0 if pinned else i, last))
                 meta[key] = (tuple(shape), dtype)
     return buffers, meta
 
@@ -251,12 +264,62 @@ def _training_checks(groups: list[Group]) -> list[str]:
     return lines
 
 
-def _forward_head(graph: Graph, groups: list[Group]) -> list[str]:
+# Kernel groups that may run as weight preparation (our launchers, cuBLAS through them).
+_PREPARABLE = ("pointwise", "reduction", "gemm")
+
+
+def preparation(graph: Graph, groups: list[Group], cg: Codegen) -> set[int]:
+    """The stages that read parameters and buffers alone (directly or through each other): the
+    weights a rewrite derives, such as a summed Linear weight or a pooled convolution's. Their
+    results are the same on every call until a tensor they read changes, so they run apart
+    from the per-call launches, as the weight transforms of cuDNN and TensorRT do.
+
+    Left in the per-call launches: anything that reads an input or a factory, draws random
+    numbers, writes state (running statistics), or reads a tensor the forward writes (a
+    training-mode batch norm's buffers change during the call)."""
+    written: set[int] = set()
+    for g in groups:
+        for n in g.sinks + g.nodes:
+            if n.kind == "bn_update" or n.params.get("effect"):
+                written |= {u.vid for u in n.uses if u.vid in graph.leaves}
+    kernels = {k.group.gid for k in cg.kernels}
+    out_vids = {u.vid for u in graph.outputs}
+    prepared: set[int] = set()
+    made: set[int] = set()
+    for i, g in enumerate(groups):
+        if g.kind not in _PREPARABLE or g.gid not in kernels or g.sinks:
+            continue
+        if any(n.kind in ("random", "bn_update") or n.params.get("effect") for n in g.nodes):
+            continue
+        if any(n.vid in out_vids for n in g.nodes):
+            continue
+        own = {n.vid for n in g.nodes}
+        stored = [u.vid for n in g.nodes for u in reads(graph, n, graph.recomputed)]
+        ok = True
+        for vid in stored:
+            leaf = graph.leaves.get(vid)
+            if vid in own or vid in made:
+                continue
+            if leaf is None or leaf.kind not in ("param", "buffer") or vid in written:
+                ok = False
+                break
+        if ok:
+            prepared.add(i)
+            made |= own
+    return prepared
+
+
+_LEAF_INDEX = re.compile(r"leaves\[(\d+)\]")
+
+
+def _forward_head(graph: Graph, groups: list[Group], prepares: bool) -> list[str]:
     """forward itself: its checks, then the graph runner, under a device guard if needed."""
     defaults = [f"{name}={value!r}" for name, value in graph.defaulted.items()]
     sig = ", ".join(["self", *graph.input_names, *defaults])
     dev = _device(graph)
     names = ", ".join(graph.input_names)
+    # weight preparation runs here, outside the graph the runner replays
+    prepare = [f"self._stitch_prepare({dev})"] if prepares else []
     return [
         f"    def forward({sig}):",
         "        _load()",
@@ -265,19 +328,52 @@ def _forward_head(graph: Graph, groups: list[Group]) -> list[str]:
         # The device guard costs microseconds before the first launch; enter it only when needed.
         f"        if {dev}.index != torch.cuda.current_device():",
         f"            with torch.cuda.device({dev}):",
+        *(f"                {line}" for line in prepare),
         f"                return self._stitch_graph({names})",
+        *(f"        {line}" for line in prepare),
         f"        return self._stitch_graph({names})",
         "",
     ]
 
 
-def _runner_methods(graph: Graph, groups: list[Group]) -> list[str]:
+def _prepare_method(stages: list[Stage], slots: bool) -> list[str]:
+    """`_stitch_prepare`: the weight-preparation stages, run when what they read changed."""
+    first, last = stages[0].index, stages[-1].index
+    which = f"stage {first}" if first == last else f"stages {first}-{last}"
+    used = sorted({int(m) for st in stages for m in _LEAF_INDEX.findall("\n".join(st.lines))})
+    reads = ", ".join(f"leaves[{k}]" for k in used)
+    lines = [
+        "    def _stitch_prepare(self, dev):",
+        f'        """Weight preparation ({which}): values derived from parameters alone, kept in',
+        "        the arena between calls. They are computed again when a tensor they read is",
+        "        replaced or written in place (its address or version counter changes), and on",
+        "        every call an outer CUDA graph captures. Writes through `.data` bypass the",
+        "        version counter, as they bypass autograd: after one, clear",
+        '        `self._stitch_arena.prepared`."""',
+        "        leaves = self._stitch_params()",
+        "        arena = _arena(self)",
+        f"        key = arena.weights_key({reads})",
+        "        if arena.prepared.get(dev) == key:",
+        "            return",
+        "        lib = _load()",
+        "        stream = torch.cuda.current_stream().cuda_stream",
+    ]
+    if slots:
+        lines.append("        buf = arena.views(dev)")
+    for st in stages:
+        lines += ["        " + ln for ln in st.lines]
+    lines += ["        arena.prepared[dev] = key", ""]
+    return lines
+
+
+def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[str]:
     """The methods forward relies on (parameter lookup, the runner's guard, .to() resets, the
     runner itself) and the head of `_launch`, which the stages' lines follow."""
     names = ", ".join(graph.input_names)
     # Stages per forward, for the runner's rule on when replay pays for its copies; recurrent
     # stages launch per time step, so for them the graph is always tried.
-    stages = None if any(g.kind == "rnn" for g in groups) else max(1, len(groups))
+    per_call = len(groups) - len(prep)
+    stages = None if any(g.kind == "rnn" for g in groups) else max(1, per_call)
     lines = [
         "    def _stitch_params(self):",
         '        """The parameters and buffers the kernels read, looked up once."""',
@@ -318,11 +414,11 @@ def _runner_methods(graph: Graph, groups: list[Group]) -> list[str]:
 
 
 def _arena_plan(
-    graph: Graph, groups: list[Group], cg: Codegen
+    graph: Graph, groups: list[Group], cg: Codegen, prep: set[int]
 ) -> tuple[Placement, list[tuple[int, tuple[int, ...], str]], dict[str, int]]:
     """(placement, arena layout, slot per buffer key): intermediates and workspaces share one
     arena by liveness, and the forward addresses them by slot, in offset order."""
-    buffers, meta = _buffers(graph, groups, cg)
+    buffers, meta = _buffers(graph, groups, cg, prep)
     placement = plan(buffers)
     order = sorted(buffers, key=lambda b: (placement.offsets[b.key], b.key))
     layout = [(placement.offsets[b.key], *meta[b.key]) for b in order]
@@ -545,8 +641,9 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
     """ModelNew's forward and the methods it calls, as text, with the stages and arena plan
     that the candidate's docstring and layout constants describe."""
     _check_signature(graph)
-    lines = _forward_head(graph, groups) + _runner_methods(graph, groups)
-    placement, layout, slot = _arena_plan(graph, groups, cg)
+    prep = preparation(graph, groups, cg)
+    lines = _forward_head(graph, groups, bool(prep)) + _runner_methods(graph, groups, prep)
+    placement, layout, slot = _arena_plan(graph, groups, cg, prep)
     body: list[str] = []
     if slot:
         body.append("buf = _arena(self).views(dev)  # planned intermediates, allocated once")
@@ -571,10 +668,26 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
             stages.append(_aten_stage(graph, var, arena, i, g))
         else:
             stages.append(_kernel_stage(graph, var, slot, i, g, kernels[g.gid], vendor))
+            stages[-1].prepares = i in prep
+    per_call = [ln for st in stages if not st.prepares for ln in st.lines]
+    # what the launches read of weight preparation's results: arena slots kept between calls
     for st in stages:
-        body += st.lines
+        if st.prepares:
+            for ln in st.lines:
+                name = ln.split(" = buf[")[0]
+                if " = buf[" in ln and re.search(rf"\b{name}\b", "\n".join(per_call)):
+                    body.append(f"{ln}  # prepared by _stitch_prepare")
+    body += per_call
     outs = [_ref(graph, var, u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
+    hoisted = [st for st in stages if st.prepares]
+    leaves_line = "        leaves = self._stitch_params()  # parameters and buffers, in order"
+    if hoisted and leaves_line in lines and "leaves[" not in "\n".join(body):
+        lines.remove(leaves_line)  # the launches read only what preparation derived
+    if hoisted:
+        # before `_launch`, whose head `_runner_methods` ended with
+        head = lines.index(f"    def _launch(self, {', '.join(graph.input_names)}):")
+        lines[head:head] = _prepare_method(hoisted, bool(slot))
     lines += ["        " + ln for ln in body]
     return Program(stages, placement, layout, "\n".join(lines), chooses)
 
@@ -586,12 +699,23 @@ def forward_source(graph: Graph, groups: list[Group], cg: Codegen) -> str:
 def execution_note(program: Program) -> list[str]:
     """The docstring's account of how the forward runs, for a reader of the generated file."""
     kinds = {st.group.kind for st in program.stages}
-    if len(program.stages) == 1 and "rnn" not in kinds:
+    prep = program.preparation
+    prep_note = (
+        [
+            f"Weight preparation: {len(prep)} stage(s) read parameters alone; they run before the",
+            "launches (outside the graph) on the first call and again only when a tensor they",
+            "read is replaced or written in place (ModelNew._stitch_prepare says how).",
+        ]
+        if prep
+        else []
+    )
+    if len(program.stages) - len(prep) == 1 and "rnn" not in kinds:
         return [
             "Execution: one launch on the current stream. It runs plainly: replaying it as a CUDA",
             "graph (stitch_lsp.runtime.GraphRunner) would save no launches and add input and",
             "output copies; the runner's `mode` and `reason` (model._stitch_runner) say so.",
             f"Memory: {program.placement.describe()}.",
+            *prep_note,
         ]
     lines = [
         "Execution: one program, stage by stage on the current stream; the host side is captured",
@@ -610,6 +734,7 @@ def execution_note(program: Program) -> list[str]:
     if "aten" in kinds:
         lines.append("PyTorch fallbacks run as the ATen calls the trace recorded, on the same")
         lines.append("stream and under the same graph; their results are fresh PyTorch tensors.")
+    lines += prep_note
     if program.chooses:
         lines.append("Attention: each site runs our flash kernel or PyTorch's sdpa (cuDNN or")
         lines.append("FlashAttention), whichever the warm-up call times faster (the vendor only")
@@ -651,7 +776,8 @@ def candidate_source(
     for st in program.stages:
         k = names.get(st.group.gid)
         if k is not None:
-            stage_doc.append(f"  {st.index}. {k.name}: {k.comment}")
+            when = " [weight preparation]" if st.prepares else ""
+            stage_doc.append(f"  {st.index}. {k.name}{when}: {k.comment}")
         elif st.group.kind == "aten":
             ops = [n for n in st.group.nodes if "[" not in n.fn]
             stage_doc.append(f"  {st.index}. PyTorch fallback ({len(ops)} ATen call(s)):")

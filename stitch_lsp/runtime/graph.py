@@ -254,6 +254,24 @@ class Arena:
         self.layout = layout
         self.nbytes = nbytes
         self._views: dict[Any, list[Any]] = {}
+        # per device: the weights_key of the tensors weight preparation last read
+        self.prepared: dict[Any, Hashable] = {}
+
+    @staticmethod
+    def weights_key(*tensors: Any) -> Hashable:
+        """What decides whether prepared weights are current: each tensor's address and version
+        counter (bumped by every in-place write, `copy_`, `load_state_dict` and optimiser
+        steps). A key that equals no other, so preparation runs, while a CUDA graph is being
+        captured on the current stream (an outer graph must record it) and for inference
+        tensors, which keep no version counter."""
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            return object()
+        try:
+            return tuple((t.data_ptr(), t._version) for t in tensors)
+        except RuntimeError:  # "Inference tensors do not track version counter"
+            return object()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Arena:
         return Arena(self.layout, self.nbytes)  # a copied module allocates its own

@@ -5,7 +5,8 @@ parameter (`sum_before_linear`, 51), an average pool over a Linear (`pool_before
 and the means of transposed convolutions (`spatial_sum_of_conv_transpose`): global over an
 unpadded one (42) and a padded, strided one (44), and over the depth of a padded 3-D one (13);
 and an average pool over a transposed convolution as a small convolution
-(`pool_of_conv_transpose`, 50).
+(`pool_of_conv_transpose`, 50). The weights each program derives are prepared once and again
+after every change (a new state dict, an in-place write).
 The CPU side (the identities against float64) is in test_rewrites.py.
 """
 
@@ -103,10 +104,20 @@ def test_rewritten_programs_match_the_model_on_the_gpu(tmp_path: Path, case: str
     path = write_problem(tmp_path, f"alg_{name}", _HEAD + PROBLEMS[case] + _TAIL)
     ref, _, model, model_new = on_gpu(path, f"alg_{name}")
     assert rewrite in path.with_name(f"{path.stem}_builtin.py").read_text()
-    for call in range(3):  # plain, capture, replay
+    # plain, capture, replay; then new weights by load_state_dict, then written in place: the
+    # weights the rewrite derives are prepared again (test_weight_preparation.py)
+    for call in range(5):
         torch.manual_seed(50 + call)
         inputs = [t.cuda() for t in ref.get_inputs()]
         with torch.no_grad():
+            if call == 3:
+                for p in model.parameters():
+                    p.mul_(-1.5)
+                model_new.load_state_dict(model.state_dict())
+            if call == 4:
+                for p, q in zip(model.parameters(), model_new.parameters(), strict=True):
+                    p.add_(0.25)
+                    q.add_(0.25)
             want = model(*inputs)
             got = model_new(*inputs)
             exact = model.double()(*[t.double() for t in inputs])

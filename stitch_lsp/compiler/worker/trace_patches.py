@@ -131,6 +131,7 @@ def _functional_tensors_count_as_tracing() -> Iterator[None]:
     if original is None:
         yield
         return
+
     def is_fake_tensor(t: Any) -> bool:
         functional = isinstance(t, torch.Tensor) and torch._is_functional_tensor(t)
         return functional or bool(original(t))
