@@ -13,6 +13,7 @@ and ModelNew checks its input shapes at run time). GEMMs call cuBLAS / cuBLASLt.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -578,6 +579,8 @@ class _Launch:
 
 
 PACKED_MAX_ITEMS = 16  # rows of at most this many loads (vectors or scalars) are packed
+# A thread's share of a row, in float4s, up to which its passes keep the row in registers
+ROW_CACHE_VECTORS = 4
 PACKED_THREADS = 256
 
 
@@ -651,6 +654,7 @@ class _ReductionKernel:
         self.shape = _launch_shape(lay, self.vec_ok)
         # Reduced values (v<vid>) declared so far, visible to the later passes and the outputs.
         self.field_memo: dict[object, str] = {}
+        self.row_cache: set[str] = set()  # inputs whose row vectors an earlier pass cached
 
     def source(self) -> str:
         """The kernel and its launcher: the body (accumulation passes, then the outputs) is
@@ -679,7 +683,10 @@ class _ReductionKernel:
             return self._tile_loop(push, stores)
         lane, width = ("lane", "LANES") if self.shape.lanes else ("threadIdx.x", "blockDim.x")
         out = []
-        if self.vec_ok:
+        if self.vec_ok and self._row_vectors():
+            out += self._cached_loop(push, stores)
+            out.append("} else {")
+        elif self.vec_ok:
             body = self.gen.full_loop(True, push, stores)
             out += [
                 "if constexpr (VEC) {",
@@ -691,6 +698,56 @@ class _ReductionKernel:
         body = self.gen.full_loop(False, push, stores)
         out += [*self._unrolled(f"J0 + {lane}", f"(idx_t){width}", 4, body, 2), "}"]
         return out
+
+    def _row_vectors(self) -> int:
+        """float4s per thread and row where a thread's share of a row is a few vectors (at most
+        ROW_CACHE_VECTORS): then the passes walk them in a fully unrolled loop and keep what
+        they load in registers for the later passes, instead of reading the row again. 0 where
+        the share is longer, or where a reduction pass is split over blocks."""
+        if self.tile or self.shape.split or not self.vec_ok:
+            return 0
+        per = self.shape.lanes or self.shape.threads
+        n = -(-(self.shape.chunk // 4) // per)
+        return n if n <= ROW_CACHE_VECTORS else 0
+
+    def _cached_loop(self, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+        """The float4 path over a thread's few vectors of the row, unrolled by the compiler
+        (the count is a constant), with each input's vectors cached in registers (c_<arg>[i]):
+        the first pass that reads an input loads it, the later ones reuse it. Inputs past the
+        register budget are loaded where they are read, as the plain loop does."""
+        n = self._row_vectors()
+        lane, width = ("lane", "LANES") if self.shape.lanes else ("threadIdx.x", "THREADS")
+        pre, body, post = self.gen.full_parts(True, push, stores)
+        decl: list[str] = []
+        loads: list[str] = []
+        for line in pre:
+            m = re.fullmatch(r"const float4 (q_(\w+)) = (.*);", line)
+            if m is None:  # the outputs' staging registers
+                loads.append(line)
+                continue
+            q, name, expr = m[1], m[2], m[3]
+            if name in self.row_cache:
+                loads.append(f"const float4 {q} = c_{name}[i];")
+            elif len(self.row_cache) * n + n <= ROW_CACHE_VECTORS * 2:
+                self.row_cache.add(name)
+                decl.append(f"float4 c_{name}[{n}];  // this thread's vectors of the row")
+                loads += [f"c_{name}[i] = {expr};", f"const float4 {q} = c_{name}[i];"]
+            else:
+                loads.append(line)
+        threads = [] if self.shape.lanes else [f"  constexpr idx_t THREADS = {self.shape.threads};"]
+        return [
+            *decl,
+            "if constexpr (VEC) {",
+            *threads,
+            "  #pragma unroll",
+            f"  for (int i = 0; i < {n}; ++i) {{",
+            f"    const idx_t j = J0 + ({lane} + (idx_t)i * {width}) * 4;",
+            "    if (j < J1) {",
+            f"      const idx_t f0 = {self._addr('j')};",
+            *_indent(loads + body + post, 6),
+            "    }",
+            "  }",
+        ]
 
     def _tile_loop(self, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
         """Tile layout: threads step along the reduced dim TY rows apart, four rows a step."""

@@ -7,10 +7,12 @@ checked against the model by the capture tests.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 
+from .helpers import generate_for
 from .host_kernels import check_program, nvcc_include, seeded_problem
 from .test_program import WINDOW_ROLL
 
@@ -358,4 +360,58 @@ def test_a_bool_mask_input(tmp_path: Path) -> None:
     path.write_text(MASKED_CUMSUM)
     model, inputs = seeded_problem(path, "host_masked_cumsum")
     assert inputs[1].dtype == torch.bool
+    assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
+
+
+# Rows a thread covers in a few float4s keep them in registers between the passes: a softmax
+# over 1000 (250 vectors over 64 threads: four per thread, the last one partly past the row),
+# a LayerNorm of 768 read by its mean, its variance and its output, a GroupNorm's packed rows,
+# and the same in bf16, whose vectors are converted as they are loaded.
+ROW_IN_REGISTERS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(768)
+        self.gn = nn.GroupNorm(4, 64)
+        self.to(DTYPE)
+
+    def forward(self, x, y, z):
+        a = torch.softmax(F.gelu(x) * 2.0, dim=-1)
+        b = self.norm(y) + y
+        c = self.gn(torch.sigmoid(z) * z)
+        return a, b, c
+
+
+def get_inputs():
+    shapes = ((6, 1000), (5, 768), (3, 64, 4, 4))
+    return [torch.randn(s).to(DTYPE) for s in shapes]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_rows_kept_in_registers_between_passes(tmp_path: Path, dtype: str) -> None:
+    from stitch_lsp.compiler.codegen import ROW_CACHE_VECTORS
+
+    source = ROW_IN_REGISTERS.replace(
+        "import torch.nn.functional as F\n",
+        (f"import torch.nn.functional as F\n\nDTYPE = torch.{dtype}\n"),
+        1,
+    )
+    path = tmp_path / f"rows_{dtype}.py"
+    path.write_text(source)
+    model, inputs = seeded_problem(path, f"host_rows_{dtype}")
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    cached = re.findall(r"float4 c_\w+\[(\d+)\];", cand.source or "")
+    assert cached and max(int(n) for n in cached) <= ROW_CACHE_VECTORS
+    assert "4" in cached, "the softmax's row: four vectors per thread"
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
