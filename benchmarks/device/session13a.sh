@@ -7,7 +7,7 @@
 # 2. The held-out level-2 problems the catalogue rewrites (HELDOUT2_DIR, default
 #    .heldout/level2, carried as an ignored folder: KernelBench's level 2 less the dev folder),
 #    against the four baselines.
-# 3. Mixtral and Qwen2-MoE in fp32 at full size.
+# 3. Kernel profiles of 37 and 99 (the reduction tails), then Mixtral and Qwen2-MoE in fp32 at full size.
 # 4. The builtin coder's program and correctness GPU files, with the time left.
 # ViT against the four baselines is in session13b.
 set -u
@@ -29,6 +29,11 @@ if [ -d "$folder" ]; then
 else
   echo "no $folder: held-out level 2 skipped"
 fi
+# Reduction tails with the row kept in registers (session 13): 37's packed GroupNorm (0.625 ms in
+# session 11 against torch.compile's 0.416) and 99's softmax, beside torch.compile's kernels
+timeout "$(step 70)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
+  --only 37,99 --compile --top 6 > "$out/kernel-profile-37-99.txt" 2>&1
+echo "profile 37, 99 rc=$? ($(since))"
 export STITCH_MODEL_SIZE=full
 # Mixtral and Qwen2-MoE in fp32 (captured since session 12; their experts call torch._grouped_mm
 # in float32, which eager itself must run on this GPU for the problem to be valid)
