@@ -7,8 +7,8 @@
 # 2. The held-out level-2 problems the catalogue rewrites (HELDOUT2_DIR, default
 #    .heldout/level2, carried as an ignored folder: KernelBench's level 2 less the dev folder),
 #    against the four baselines.
-# 3. Kernel profiles of 37 and 99 (the reduction tails), then Mixtral and Qwen2-MoE in fp32 at full size.
-# 4. The builtin coder's program and correctness GPU files, with the time left.
+# 3. Kernel profiles of 37 and 99 (the reduction tails); Mixtral and Qwen2-MoE moved to session13b.
+# 1b. The builtin coder's program and correctness GPU files, right after the algebra tests.
 # ViT against the four baselines is in session13b.
 set -u
 out="${AREA_OUT:-/tmp/session13a-out}"
@@ -19,6 +19,9 @@ export CAP="${CAP:-555}"
 gpu_tests 100 "$out/gpu-tests-algebra.txt" tests/builtin/test_gpu_algebra.py \
   tests/builtin/test_attention.py -k "algebra or rewritten or paths"
 echo "gpu tests (algebra, attention) rc=$? ($(since))"
+gpu_tests 200 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
+  tests/builtin/test_gpu_correctness.py
+echo "gpu tests (builtin) rc=$? ($(since))"
 folder="${HELDOUT2_DIR:-.heldout/level2}"
 if [ -d "$folder" ]; then
   timeout "$(step 200)" python3 benchmarks/l3program_speed.py "$folder" \
@@ -34,18 +37,4 @@ fi
 timeout "$(step 70)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
   --only 37,99 --compile --top 6 > "$out/kernel-profile-37-99.txt" 2>&1
 echo "profile 37, 99 rc=$? ($(since))"
-export STITCH_MODEL_SIZE=full
-# Mixtral and Qwen2-MoE in fp32 (captured since session 12; their experts call torch._grouped_mm
-# in float32, which eager itself must run on this GPU for the problem to be valid)
-if python3 -c "import transformers" 2>/dev/null; then
-  python3 benchmarks/model_zoo.py /tmp/zoo > /dev/null
-  timeout "$(step 90)" python3 benchmarks/l3program_speed.py /tmp/zoo/hf_mixtral.py \
-    /tmp/zoo/hf_qwen2moe.py --jobs 2 --runs 10 --json "$out/moe-fp32.json" > "$out/moe-fp32.txt" 2>&1
-  echo "moe fp32 rc=$? ($(since))"
-  grep -E "correct=|Error" "$out/moe-fp32.txt" | cut -c1-300
-fi
-unset STITCH_MODEL_SIZE
-gpu_tests 280 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
-  tests/builtin/test_gpu_correctness.py
-echo "gpu tests (builtin) rc=$? ($(since))"
 grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 14
