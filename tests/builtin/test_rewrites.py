@@ -1013,3 +1013,69 @@ def test_tanh_gelu_after_a_linear_is_the_cublaslt_epilogue_in_half_precision(
     gemm = next(n for g in groups for n in g.nodes if n.kind == "gemm")
     assert gemm.params.get("epilogue") == epilogue
     assert [g.kind for g in groups] == (["gemm"] if dtype == "bfloat16" else ["gemm", "pointwise"])
+
+
+# q, k and v of one input (a Llama attention block, no biases; a BERT one, with them), read
+# through the head split; and a gated MLP's gate and up.
+SHARED_INPUT = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(32, 32, bias=BIAS)
+        self.k = nn.Linear(32, 16, bias=BIAS)
+        self.v = nn.Linear(32, 16, bias=BIAS)
+        self.gate = nn.Linear(32, 64, bias=False)
+        self.up = nn.Linear(32, 64, bias=False)
+        self.down = nn.Linear(64, 32, bias=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, 4, 8).transpose(1, 2)
+        k = self.k(x).view(b, s, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+        v = self.v(x).view(b, s, 2, 8).transpose(1, 2).repeat_interleave(2, dim=1)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = x + a.transpose(1, 2).reshape(b, s, 32)
+        return h + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_gemms_of_one_input_are_one_gemm(tmp_path: Path, bias: bool) -> None:
+    graph = _check(
+        tmp_path,
+        f"shared_input_{bias}",
+        SHARED_INPUT.replace("BIAS", str(bias)),
+        "gemms_sharing_an_input",
+    )
+    gemms = [n for n in graph.nodes if n.kind == "gemm" and n.fn == "gemm"]
+    widths = sorted(n.shape[-1] for n in gemms)
+    # q, k, v as one (32 + 16 + 16), gate and up as one (128), down alone; the attention's own
+    # products stay
+    assert 64 in widths and 128 in widths, widths
+    cats = [n for n in graph.nodes if n.fn == "cat" and all(u.vid in graph.leaves for u in n.uses)]
+    assert len(cats) == (3 if bias else 2), [n.shape for n in cats]
+
+
+def test_a_product_the_forward_returns_is_left_alone(tmp_path: Path) -> None:
+    source = SHARED_INPUT.replace("BIAS", "False").replace(
+        "return h + self.down(F.silu(self.gate(h)) * self.up(h))",
+        "return self.gate(h), self.up(h)",
+    )
+    path = write_problem(tmp_path, "shared_returned", source)
+    graph, applied, _ = _rewritten(path, ("gemms_sharing_an_input",))
+    assert len(applied) == 1  # q, k and v; gate and up are what forward returns
+    widths = sorted(n.shape[-1] for n in graph.nodes if n.kind == "gemm")
+    assert 64 in widths and 128 not in widths, widths

@@ -6,15 +6,16 @@ exact in real arithmetic; in float32 an entry may reassociate (a product of two 
 of weight rows taken before the dot product), and its test bounds that error against float64.
 
 What the catalogue does not do, and why:
-- fold a scale or bias tensor into a GEMM's or a convolution's weights: weights are runtime
-  parameters, so a fold would be a pass over the weight on every call, while the scale it saves
-  is a multiply inside an epilogue kernel that reads the GEMM's output anyway;
+- fold a scale or bias tensor into a GEMM's or a convolution's weights: the weights a rewrite
+  derives are prepared once per weight change (program.preparation), but the scale it saves is
+  a multiply inside an epilogue kernel that reads the GEMM's output anyway;
 - fold a batch norm: KernelBench modules run in training mode, where the statistics come from
   the batch and the running buffers are updated, so there is nothing constant to fold (a pool
   may still move above its per-channel arithmetic, which is the same across each window).
 
 The entries live by what they shrink: pointwise.py (elementwise chains), linear.py (GEMMs),
-convolution.py, pools.py; surgery.py holds the graph edits they share. Torch-free.
+horizontal.py (GEMMs of one input, side by side), convolution.py, pools.py; surgery.py holds
+the graph edits they share. Torch-free.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from stitch_lsp.compiler.rewrites.convolution import (
     pool_of_conv_transpose,
     spatial_sum_of_conv_transpose,
 )
+from stitch_lsp.compiler.rewrites.horizontal import gemms_sharing_an_input
 from stitch_lsp.compiler.rewrites.linear import pool_before_linear, sum_before_linear
 from stitch_lsp.compiler.rewrites.pointwise import (
     affine_chain,
@@ -124,6 +126,11 @@ CATALOGUE: tuple[Rewrite, ...] = (
         "pool_before_pointwise_conv",
         "avg_pool(conv1x1(z)) = conv1x1(avg_pool(z))",
         pool_before_pointwise_conv,
+    ),
+    Rewrite(
+        "gemms_sharing_an_input",
+        "x W_1^T, ..., x W_n^T = column ranges of x [W_1; ...; W_n]^T (q, k, v; gate, up)",
+        gemms_sharing_an_input,
     ),
     Rewrite(
         "channels_last",
