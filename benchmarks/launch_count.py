@@ -2,7 +2,8 @@
 
 For each problem file, the builtin generator's stages: generated kernels (fused elementwise and
 reduction kernels, flash attention), cuBLAS/cuBLASLt GEMMs (and how many carry a fused
-epilogue), cuDNN convolutions and PyTorch fallback stages. Real models build the case that
+epilogue), cuDNN convolutions and PyTorch fallback stages; `per_call` leaves out the weight
+preparation stages, which run once per weight change (`prepared`). Real models build the case that
 STITCH_MODEL_SIZE / STITCH_MODEL_DTYPE choose. Run it from two checkouts to compare commits:
 
     STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16 python3 benchmarks/launch_count.py \\
@@ -30,10 +31,14 @@ def count(path: str) -> dict[str, object]:
         return {"problem": Path(path).stem, "handled": False, "reason": cand.reason[:160]}
     kinds = Counter(g.kind for g in cand.groups)
     lt = sum(1 for g in cand.groups if g.kind == "gemm" and g.library and "epilogue" in g.library)
+    # weight preparation runs once per weight change, not per forward (program.preparation)
+    prepared = (cand.source or "").count(" [weight preparation]: ")
     return {
         "problem": Path(path).stem,
         "handled": True,
         "stages": len(cand.groups),
+        "per_call": len(cand.groups) - prepared,
+        "prepared": prepared,
         "kernels": kinds["pointwise"] + kinds["reduction"] + kinds["scan"] + kinds["attention"],
         "attention": kinds["attention"],
         "gemm": kinds["gemm"],
@@ -51,7 +56,8 @@ def main() -> int:
     args = ap.parse_args()
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(count, args.paths))
-    cols = ["stages", "kernels", "attention", "gemm", "gemm_epilogue", "conv", "fallback_stages"]
+    cols = ["stages", "per_call", "prepared", "kernels", "attention", "gemm", "gemm_epilogue"]
+    cols += ["conv", "fallback_stages"]
     print("| problem | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for r in rows:
