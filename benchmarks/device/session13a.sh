@@ -8,7 +8,8 @@
 #    .heldout/level2, carried as an ignored folder: KernelBench's level 2 less the dev folder),
 #    against the four baselines.
 # 3. Kernel profiles of 37 and 99 (the reduction tails); Mixtral and Qwen2-MoE moved to session13b.
-# 1b. The builtin coder's program and correctness GPU files, right after the algebra tests.
+# 1b. The builtin coder's program and correctness GPU files, right after the algebra tests;
+#     then the library families whose q/k/v GEMMs are merged (BERT, Llama, T5, the decode step).
 # ViT against the four baselines is in session13b.
 set -u
 out="${AREA_OUT:-/tmp/session13a-out}"
@@ -16,15 +17,19 @@ mkdir -p "$out"
 start=$(date +%s)
 export CAP="${CAP:-555}"
 . "$(dirname "$0")/_steps.sh"
-gpu_tests 100 "$out/gpu-tests-algebra.txt" tests/builtin/test_gpu_algebra.py \
+gpu_tests 90 "$out/gpu-tests-algebra.txt" tests/builtin/test_gpu_algebra.py \
   tests/builtin/test_attention.py -k "algebra or rewritten or paths"
 echo "gpu tests (algebra, attention) rc=$? ($(since))"
-gpu_tests 200 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
+gpu_tests 150 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
   tests/builtin/test_gpu_correctness.py
 echo "gpu tests (builtin) rc=$? ($(since))"
+# The library families whose q, k, v (and gate, up) GEMMs are now one (gemms_sharing_an_input)
+gpu_tests 80 "$out/gpu-tests-families.txt" tests/real_models/test_gpu_families.py \
+  -k "bert or llama or t5 or decode"
+echo "gpu tests (families with merged GEMMs) rc=$? ($(since))"
 folder="${HELDOUT2_DIR:-.heldout/level2}"
 if [ -d "$folder" ]; then
-  timeout "$(step 200)" python3 benchmarks/l3program_speed.py "$folder" \
+  timeout "$(step 170)" python3 benchmarks/l3program_speed.py "$folder" \
     --only "${HELDOUT2_ONLY:-13,18,42,44,50,51,72,98}" --jobs 8 --runs 10 --compile \
     --compile-jobs 8 --json "$out/heldout2.json" > "$out/heldout2.txt" 2>&1
   echo "held-out level 2 rc=$? ($(since))"
@@ -34,7 +39,7 @@ else
 fi
 # Reduction tails with the row kept in registers (session 13): 37's packed GroupNorm (0.625 ms in
 # session 11 against torch.compile's 0.416) and 99's softmax, beside torch.compile's kernels
-timeout "$(step 70)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
+timeout "$(step 60)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
   --only 37,99 --compile --top 6 > "$out/kernel-profile-37-99.txt" 2>&1
 echo "profile 37, 99 rc=$? ($(since))"
 grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 14
