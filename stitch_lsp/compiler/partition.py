@@ -439,8 +439,16 @@ def fold_gemm_epilogues(graph: Graph, groups: list[Group]) -> list[Group]:
         mine = [u for u in add.uses if u.vid == mm.vid]
         other = [u for u in add.uses if u.vid != mm.vid]
         n_out = mm.shape[-1]
-        if len(mine) != 1 or len(other) != 1 or other[0].vid not in graph.leaves:
+        if len(mine) != 1 or len(other) != 1 or other[0].strided or other[0].trans:
             continue
+        if other[0].vid not in graph.leaves:
+            # a bias computed once from parameters (gemms_sharing_an_input's concatenation):
+            # the epilogue reads it where its kernel stores it, which must run before the GEMM
+            src = owner.get(other[0].vid)
+            if src is None or other[0].vid not in src.outputs:
+                continue
+            if groups.index(src) > groups.index(g):
+                continue
         if _stored(graph, other[0].vid) != dtype or add.dtype != dtype:
             continue  # a bias of another type (or a result cast after the add) stays apart
         if strip_ones(other[0].shape) != (n_out,) or numel(add.shape) != numel(mm.shape):

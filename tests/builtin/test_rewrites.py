@@ -1079,3 +1079,17 @@ def test_a_product_the_forward_returns_is_left_alone(tmp_path: Path) -> None:
     assert len(applied) == 1  # q, k and v; gate and up are what forward returns
     widths = sorted(n.shape[-1] for n in graph.nodes if n.kind == "gemm")
     assert 64 in widths and 128 not in widths, widths
+
+
+def test_merged_biases_stay_in_the_gemm_epilogue(tmp_path: Path) -> None:
+    path = write_problem(tmp_path, "shared_bias_epilogue", SHARED_INPUT.replace("BIAS", "True"))
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    stages = cand.source.split("Stages, in order", 1)[1].split("\n\n", 1)[0]
+    assert "gemms_sharing_an_input" in cand.source
+    # q, k, v's weights and biases and the MLP's gate and up weights are prepared; the one
+    # q, k, v GEMM adds its bias in its epilogue, and no kernel of its own adds it
+    assert stages.count("[weight preparation]") == 3, stages
+    merged = [ln for ln in stages.splitlines() if "stitch_gemm" in ln and "addmm" in ln]
+    assert len(merged) == 1 and merged[0].endswith("+ bias (cuBLASLt epilogue)"), stages
+    assert not [ln for ln in stages.splitlines() if "fused_add" in ln and "addmm" in ln], stages

@@ -158,7 +158,7 @@ def _merge(graph: Graph, members: list[Node], biases: list[tuple[Node, Use]]) ->
             (rows, total),
             **_half(biases[0][0].params),
         )
-        made += [bcat, top]
+        made = [wcat, bcat, mm, top]  # the bias before the GEMM, which may read it (epilogue)
     olds = [add.vid for add, _ in biases] if biases else [g.vid for g in members]
     storage = rows * total
     moved: dict[tuple[int, int], Use] = {}  # (node index, arg index) -> its new use
