@@ -27,6 +27,11 @@ echo "gpu tests (builtin) rc=$? ($(since))"
 gpu_tests 80 "$out/gpu-tests-families.txt" tests/real_models/test_gpu_families.py \
   -k "bert or llama or t5 or decode"
 echo "gpu tests (families with merged GEMMs) rc=$? ($(since))"
+# Reduction tails with the row kept in registers (session 13): 37's packed GroupNorm (0.625 ms in
+# session 11 against torch.compile's 0.416) and 99's softmax, beside torch.compile's kernels
+timeout "$(step 60)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
+  --only 37,99 --compile --top 6 > "$out/kernel-profile-37-99.txt" 2>&1
+echo "profile 37, 99 rc=$? ($(since))"
 folder="${HELDOUT2_DIR:-.heldout/level2}"
 if [ -d "$folder" ]; then
   timeout "$(step 170)" python3 benchmarks/l3program_speed.py "$folder" \
@@ -37,9 +42,4 @@ if [ -d "$folder" ]; then
 else
   echo "no $folder: held-out level 2 skipped"
 fi
-# Reduction tails with the row kept in registers (session 13): 37's packed GroupNorm (0.625 ms in
-# session 11 against torch.compile's 0.416) and 99's softmax, beside torch.compile's kernels
-timeout "$(step 60)" python3 benchmarks/kernel_profile.py tests/data/kernelbench/level2 \
-  --only 37,99 --compile --top 6 > "$out/kernel-profile-37-99.txt" 2>&1
-echo "profile 37, 99 rc=$? ($(since))"
 grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 14
