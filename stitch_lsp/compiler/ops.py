@@ -337,6 +337,9 @@ register_op(
     functions=("torchvision.ops.stochastic_depth.stochastic_depth",),
 )
 register_op("embedding", OpKind.embedding, functions=(_F + "embedding",), aten=("embedding",))
+# `table[index]` as ATen records it: rows picked by one int64 tensor (a rotary table read at the
+# decode position, a relative-position bias table); other advanced indexing falls back
+register_op("index_rows", OpKind.embedding, names=(), aten=("index",))
 
 # -- views: no work, no traffic when fused --------------------------------------------------------
 register_op(

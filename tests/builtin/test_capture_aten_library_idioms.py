@@ -56,6 +56,15 @@ TABLE = problem(
     "return torch.relu(x @ w.t() + 1.0) / n + s.float()",
     "torch.randn(4, 3)",
 )
+# Rows of a table picked by an int64 tensor (a rotary table at the decode position, a relative
+# position bias table): a 3-D table and a 1-D one, read by a buffer of row numbers.
+ROW_PICK = problem(
+    "self.table = nn.Parameter(torch.randn(5, 3, 4))\n"
+    "self.scale = nn.Parameter(torch.randn(5))\n"
+    "self.register_buffer('rows', torch.tensor([2, 0, 4]))",
+    "return x * self.table[self.rows] + self.scale[self.rows].view(3, 1, 1)",
+    "torch.randn(3, 3, 4)",
+)
 # torchvision's Swin V2: a clone of a parameter, a slice of it zeroed, then the clone read.
 CLONE_WRITE = problem(
     "self.fc = nn.Linear(8, 12)",
@@ -105,6 +114,7 @@ def _model(path: Path) -> tuple[Any, list[Any]]:
         ("private_view", PRIVATE_VIEW),
         ("table", TABLE),
         ("clone_write", CLONE_WRITE),
+        ("row_pick", ROW_PICK),
     ],
 )
 def test_library_idiom_is_captured_faithfully(tmp_path: Path, name: str, source: str) -> None:
@@ -117,6 +127,12 @@ def test_library_idiom_is_captured_faithfully(tmp_path: Path, name: str, source:
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     if any(n.kind == "aten" for n in graph.nodes):  # the program's PyTorch lines, run here
         _run_fallback_lines(graph, model, inputs)
+
+
+def test_rows_picked_by_a_tensor_are_a_gather_not_a_fallback(tmp_path: Path) -> None:
+    graph = _aten_capture(write_problem(tmp_path, "row_pick", ROW_PICK))
+    assert [n.fn for n in graph.nodes if n.kind == "gather"].count("embedding") == 2
+    assert not [n.fn for n in graph.nodes if n.kind == "aten"]
 
 
 def test_index_lists_keep_their_values_in_the_program(tmp_path: Path) -> None:

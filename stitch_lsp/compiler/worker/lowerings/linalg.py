@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch.fx
@@ -123,6 +124,29 @@ def embedding_aten(cx: Converter, n: torch.fx.Node) -> Any:
     if made is None or made.kind != "aten" or made.dtype != "int64" or len(weight.shape) != 2:
         raise Unsupported(f"{cx.desc(n)}: embedding indices computed by generated kernels")
     return cx.b.add("gather", "embedding", [weight, ids], (*ids.shape, weight.shape[1]))
+
+
+@register_lowering("index_rows", path="aten")
+def index_rows(cx: Converter, n: torch.fx.Node) -> Any:
+    """`aten.index.Tensor(table, [ids])`: whole rows of a contiguous table picked by one int64
+    tensor along dim 0, as an embedding gather over the table viewed as (rows, rest)."""
+    table = cx.tensor(n, 0, "self")
+    indices = n.args[1] if len(n.args) > 1 else n.kwargs.get("indices")
+    if not isinstance(indices, (list, tuple)) or len(indices) != 1 or indices[0] is None:
+        raise Unsupported(f"{cx.desc(n)}: indexing other than rows by one tensor")
+    ids = cx.val(indices[0])
+    if not isinstance(ids, Use) or cx.b.dtype_of(ids.vid) != "int64":
+        raise Unsupported(f"{cx.desc(n)}: rows picked by something other than an int64 tensor")
+    if table.strided or table.trans or not table.shape:
+        raise Unsupported(f"{cx.desc(n)}: rows of a strided table")
+    rows, rest = table.shape[0], tuple(table.shape[1:])
+    flat = Use(table.vid, (rows, math.prod(rest)))
+    if ids.vid not in cx.g.leaves:
+        made = cx.g.node(ids.vid)
+        if made is None or made.kind != "aten":
+            raise Unsupported(f"{cx.desc(n)}: row indices computed by generated kernels")
+    picked = cx.b.add("gather", "embedding", [flat, ids], (*ids.shape, flat.shape[1]))
+    return Use(picked.vid, (*ids.shape, *rest))
 
 
 @register_lowering("embedding", path="fx")
