@@ -1093,3 +1093,21 @@ def test_merged_biases_stay_in_the_gemm_epilogue(tmp_path: Path) -> None:
     merged = [ln for ln in stages.splitlines() if "stitch_gemm" in ln and "addmm" in ln]
     assert len(merged) == 1 and merged[0].endswith("+ bias (cuBLASLt epilogue)"), stages
     assert not [ln for ln in stages.splitlines() if "fused_add" in ln and "addmm" in ln], stages
+
+
+def test_matrices_stored_k_by_n_are_placed_side_by_side(tmp_path: Path) -> None:
+    source = (
+        "import torch\nimport torch.nn as nn\n\n\n"
+        "class Model(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w1 = nn.Parameter(torch.randn(32, 16))\n"
+        "        self.w2 = nn.Parameter(torch.randn(32, 8))\n\n"
+        "    def forward(self, x):\n"
+        "        return torch.tanh(x @ self.w1).sum(-1, keepdim=True) * (x @ self.w2)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(6, 32)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    graph = _check(tmp_path, "side_by_side", source, "gemms_sharing_an_input")
+    (mm,) = [n for n in graph.nodes if n.kind == "gemm"]
+    assert mm.shape == (6, 24)

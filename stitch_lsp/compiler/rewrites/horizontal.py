@@ -79,7 +79,8 @@ def gemms_sharing_an_input(graph: Graph) -> list[Applied]:
         if found is None or any(u.vid == g.vid for u in graph.outputs):
             continue
         a, w = found
-        key = (a, w.trans, w.shape[0] if w.trans else w.shape[1], repr(sorted(g.params.items())))
+        # one input read alike, weights stored alike (B is (k, n) as the GEMM reads it)
+        key = (a, w.trans, w.shape[0], repr(sorted(g.params.items())))
         groups.setdefault(key, []).append(g)
     out: list[Applied] = []
     # the concatenated weights are copies beside the parameters: the smallest groups first (a
