@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # seconds: 560
-# For the session after 12 (which had no device time): the rewrites session 12 added, on a GPU.
+# Still to run after session 13 (whose one short call ran session13c only): the rewrites of
+# sessions 12 and 13 and the rows kept in registers, on a GPU, with their timings.
 # 1. GPU tests: every program the algebra shortens (test_gpu_algebra.py: sum_before_linear,
 #    pool_before_linear, spatial_sum_of_conv_transpose global/padded/depth,
 #    pool_of_conv_transpose), then the attention paths with the GPU-only choice timing.
