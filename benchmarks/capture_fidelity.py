@@ -10,6 +10,8 @@ For each KernelBench-format problem in FOLDER (its `batch_size = N` line set to 
 3. where they differ, the fp32 reference is compared with itself run in float64, so an
    ill-conditioned problem (one whose own fp32 run misses the tolerance) can be told from a
    capture bug.
+With `--rewrites` the IR is compared after the algebra catalogue
+(`stitch_lsp.compiler.rewrites.apply_rewrites`), and each row names the rewrites that fired.
 Each problem runs in its own process with a time limit. No GPU needed.
 
     python benchmarks/capture_fidelity.py ~/KernelBench/KernelBench/level3 --json out.json
@@ -40,7 +42,7 @@ def _tol() -> float:
     return 1e-4 if os.environ.get("STITCH_MODEL_DTYPE", "float32") == "float32" else 1e-2
 
 
-def check_one(problem: Path) -> dict[str, Any]:
+def check_one(problem: Path, rewrites: bool = False) -> dict[str, Any]:
     """In a child process: handled, faithful, and the reference's own fp32 error."""
     sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
     import copy
@@ -76,6 +78,10 @@ def check_one(problem: Path) -> dict[str, Any]:
     inputs = list(mod.get_inputs())
     try:
         graph = capture(problem)
+        if rewrites:
+            from stitch_lsp.compiler.rewrites import apply_rewrites
+
+            row["rewrites"] = sorted({a.name for a in apply_rewrites(graph)})
         with torch.no_grad():
             want = _outputs(model(*[t.clone() for t in inputs]))
             got = run_graph(graph, twin, [t.clone() for t in inputs])
@@ -130,10 +136,13 @@ def main() -> int:
         "--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
         help="STITCH_MODEL_DTYPE for problems that read it (the real-model suite's)",
     )  # fmt: skip
+    parser.add_argument(
+        "--rewrites", action="store_true", help="compare the IR after the algebra rewrites"
+    )
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(check_one(args.one)))
+        print(json.dumps(check_one(args.one, args.rewrites)))
         return 0
     os.environ["STITCH_MODEL_DTYPE"] = args.dtype
     files = sorted(args.folder.glob("*.py"), key=lambda p: (len(p.name.split("_")[0]), p.name))
@@ -146,7 +155,8 @@ def main() -> int:
             small.write_text(text)
             try:
                 proc = subprocess.run(
-                    [sys.executable, __file__, str(args.folder), "--one", str(small)],
+                    [sys.executable, __file__, str(args.folder), "--one", str(small),
+                     *(["--rewrites"] if args.rewrites else [])],
                     capture_output=True, text=True, timeout=args.timeout, check=False,
                 )  # fmt: skip
                 lines = proc.stdout.strip().splitlines()
@@ -167,7 +177,9 @@ def main() -> int:
                 f"{row.get('oracle', 'float64')}, the "
                 f"graph {row.get('graph_tol_units_vs_fp64', float('nan')):.3g}"
             )  # fmt: skip
-            print(f"{f.stem:40s} {verdict}", flush=True)
+            fired = ",".join(row.get("rewrites", [])) if args.rewrites else ""
+            print(f"{f.stem:40s} {verdict}" + (f" [{fired or 'no rewrite'}]" if args.rewrites
+                                               else ""), flush=True)  # fmt: skip
     handled = sum(1 for r in rows if r.get("handled"))
     faithful = sum(1 for r in rows if r.get("faithful"))
     broken = sum(1 for r in rows if r.get("parses") is False)
