@@ -118,12 +118,18 @@ def embedding_aten(cx: Converter, n: torch.fx.Node) -> Any:
     """`aten.embedding(weight, indices)`: indices given to forward, or made in PyTorch (position
     ids from an arange): either way a stored int64 tensor that the gather kernel reads."""
     weight, ids = cx.tensor(n, 0, "weight"), cx.tensor(n, 1, "indices")
+    return _rows(cx, n, weight, ids, "embedding indices")
+
+
+def _rows(cx: Converter, n: torch.fx.Node, table: Use, ids: Use, what: str) -> Use:
+    """Rows of a 2-D table picked by a stored int64 tensor: one given to forward (checked by
+    the builder's embedding) or one made in PyTorch, which the gather kernel reads."""
     if ids.vid in cx.g.leaves:
-        return cx.b.embedding(weight, ids)
+        return cx.b.embedding(table, ids)
     made = cx.g.node(ids.vid)
-    if made is None or made.kind != "aten" or made.dtype != "int64" or len(weight.shape) != 2:
-        raise Unsupported(f"{cx.desc(n)}: embedding indices computed by generated kernels")
-    return cx.b.add("gather", "embedding", [weight, ids], (*ids.shape, weight.shape[1]))
+    if made is None or made.kind != "aten" or made.dtype != "int64" or len(table.shape) != 2:
+        raise Unsupported(f"{cx.desc(n)}: {what} computed by generated kernels")
+    return cx.b.add("gather", "embedding", [table, ids], (*ids.shape, table.shape[1]))
 
 
 @register_lowering("index_rows", path="aten")
@@ -140,12 +146,7 @@ def index_rows(cx: Converter, n: torch.fx.Node) -> Any:
     if table.strided or table.trans or not table.shape:
         raise Unsupported(f"{cx.desc(n)}: rows of a strided table")
     rows, rest = table.shape[0], tuple(table.shape[1:])
-    flat = Use(table.vid, (rows, math.prod(rest)))
-    if ids.vid not in cx.g.leaves:
-        made = cx.g.node(ids.vid)
-        if made is None or made.kind != "aten":
-            raise Unsupported(f"{cx.desc(n)}: row indices computed by generated kernels")
-    picked = cx.b.add("gather", "embedding", [flat, ids], (*ids.shape, flat.shape[1]))
+    picked = _rows(cx, n, Use(table.vid, (rows, math.prod(rest))), ids, "row indices")
     return Use(picked.vid, (*ids.shape, *rest))
 
 
