@@ -86,18 +86,19 @@ def gemms_sharing_an_input(graph: Graph) -> list[Applied]:
     # the concatenated weights are copies beside the parameters: the smallest groups first (a
     # decode step's q, k and v before its MLP's gate and up), within a budget per program
     budget = MERGED_WEIGHT_BUDGET
-    for members in sorted(groups.values(), key=lambda ms: _weight_bytes(graph, ms)):
+    for nbytes, members in sorted(((_weight_bytes(graph, ms), ms) for ms in groups.values()),
+                                  key=lambda bm: bm[0]):  # fmt: skip
         weights = [_weight(graph, g) for g in members]
         if len(members) < 2 or len({w[1].vid for w in weights if w}) != len(members):
             continue
-        if _weight_bytes(graph, members) > budget:
+        if nbytes > budget:
             continue
         biases = [_bias(graph, g, users) for g in members]
         together = all(b is not None for b in biases)
         made = _merge(graph, members, [b for b in biases if b] if together else [])
         if made is None:
             continue
-        budget -= _weight_bytes(graph, members)
+        budget -= nbytes
         out.append(
             Applied(
                 "gemms_sharing_an_input",
@@ -165,18 +166,15 @@ def _merge(graph: Graph, members: list[Node], biases: list[tuple[Node, Use]]) ->
     moved: dict[tuple[int, int], Use] = {}  # (node index, arg index) -> its new use
     col = 0
     for old, size in zip(olds, sizes, strict=True):
-        base = Use(top.vid, (rows, size), strides=(total, 1), offset=col)
+        # product i's value, as a view of the one GEMM's column range
+        cols = Use(top.vid, (rows, size), strides=(total, 1), offset=col)
         col += size
+        shape = graph.shape_of(old)
+        base = cols if shape == cols.shape else layout.view(cols, shape)
         for i, n in enumerate(graph.nodes):
             for j, arg in enumerate(n.args):
                 if isinstance(arg, Use) and arg.vid == old:
-                    base_view = base
-                    if graph.shape_of(old) != base.shape:
-                        v = layout.view(base, graph.shape_of(old))
-                        if v is None:
-                            return None
-                        base_view = v
-                    new = layout.compose(arg, base_view, storage)
+                    new = None if base is None else layout.compose(arg, base, storage)
                     if new is None:
                         return None
                     moved[(i, j)] = new
