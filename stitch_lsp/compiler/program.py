@@ -144,8 +144,8 @@ def _buffers(
         k = kernels.get(g.gid)
         if k is None:
             continue
+        pinned = i in prep
         for a in k.args:
-            pinned = i in prep
             if a.role == "ws":
                 key = f"ws{g.gid}"
                 buffers.append(Buffer(key, a.nbytes, 0 if pinned else i, whole if pinned else i))
@@ -408,8 +408,6 @@ def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[s
         f"        dev = {_device(graph)}",
         "        stream = torch.cuda.current_stream().cuda_stream",
     ]
-    if leaf_paths(graph):
-        lines.append("        leaves = self._stitch_params()  # parameters and buffers, in order")
     return lines
 
 
@@ -670,20 +668,21 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
             stages.append(_kernel_stage(graph, var, slot, i, g, kernels[g.gid], vendor))
             stages[-1].prepares = i in prep
     per_call = [ln for st in stages if not st.prepares for ln in st.lines]
+    launched = "\n".join(per_call)
     # what the launches read of weight preparation's results: arena slots kept between calls
     for st in stages:
         if st.prepares:
             for ln in st.lines:
                 name = ln.split(" = buf[")[0]
-                if " = buf[" in ln and re.search(rf"\b{name}\b", "\n".join(per_call)):
+                if " = buf[" in ln and re.search(rf"\b{name}\b", launched):
                     body.append(f"{ln}  # prepared by _stitch_prepare")
     body += per_call
     outs = [_ref(graph, var, u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
     hoisted = [st for st in stages if st.prepares]
-    leaves_line = "        leaves = self._stitch_params()  # parameters and buffers, in order"
-    if hoisted and leaves_line in lines and "leaves[" not in "\n".join(body):
-        lines.remove(leaves_line)  # the launches read only what preparation derived
+    # the parameters, where the launches read any (not only what preparation derived)
+    if leaf_paths(graph) and (not hoisted or "leaves[" in "\n".join(body)):
+        body.insert(0, "leaves = self._stitch_params()  # parameters and buffers, in order")
     if hoisted:
         # before `_launch`, whose head `_runner_methods` ended with
         head = lines.index(f"    def _launch(self, {', '.join(graph.input_names)}):")
