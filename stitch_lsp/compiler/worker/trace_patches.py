@@ -28,6 +28,17 @@ from stitch_lsp.compiler.ir import Unsupported
 
 
 @contextlib.contextmanager
+def _swapped(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """`owner.name` is `value` while the trace runs, and what it was again afterwards."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextlib.contextmanager
 def library_idioms_traceable() -> Iterator[None]:
     """Every patch below, for the length of one trace."""
     with (
@@ -59,11 +70,8 @@ def _autocast_on_meta() -> Iterator[None]:
             return contextlib.nullcontext()
         raise Unsupported("torch.autocast switched on inside forward is not supported")
 
-    torch.autocast = autocast  # type: ignore[assignment,misc]
-    try:
+    with _swapped(torch, "autocast", autocast):
         yield
-    finally:
-        torch.autocast = original  # type: ignore[misc]
 
 
 @contextlib.contextmanager
@@ -73,7 +81,6 @@ def _module_to_in_forward() -> Iterator[None]:
     nothing, and is a no-op here (PyTorch could not swap the trace's stand-in parameters). A
     conversion that would change the weights' type is refused by name: the reference would
     round its weights on every call."""
-    original = nn.Module.to
 
     def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
         _, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
@@ -84,11 +91,8 @@ def _module_to_in_forward() -> Iterator[None]:
             f"{type(self).__name__}.to({dtype}) inside forward converts its weights on every call"
         )
 
-    nn.Module.to = to  # type: ignore[method-assign,assignment]
-    try:
+    with _swapped(nn.Module, "to", to):
         yield
-    finally:
-        nn.Module.to = original  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
@@ -114,11 +118,8 @@ def _grouped_mm_of_any_float() -> Iterator[None]:
             return out.to(dtype if kw.get("out_dtype") is None else kw["out_dtype"])
         return original(mat_a, mat_b, scale_a, scale_b, **kw)
 
-    setattr(meta, "_meta_grouped_mm_common", any_float)  # noqa: B010
-    try:
+    with _swapped(meta, "_meta_grouped_mm_common", any_float):
         yield
-    finally:
-        setattr(meta, "_meta_grouped_mm_common", original)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -136,11 +137,8 @@ def _functional_tensors_count_as_tracing() -> Iterator[None]:
         functional = isinstance(t, torch.Tensor) and torch._is_functional_tensor(t)
         return functional or bool(original(t))
 
-    setattr(utils, "is_fake_tensor", is_fake_tensor)  # noqa: B010
-    try:
+    with _swapped(utils, "is_fake_tensor", is_fake_tensor):
         yield
-    finally:
-        setattr(utils, "is_fake_tensor", original)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -154,12 +152,8 @@ def _library_caches_bypassed() -> Iterator[None]:
     if utils is None or not hasattr(utils, "is_torchdynamo_compiling"):
         yield
         return
-    original = getattr(utils, "is_torchdynamo_compiling")  # noqa: B009
-    setattr(utils, "is_torchdynamo_compiling", lambda: True)  # noqa: B010
-    try:
+    with _swapped(utils, "is_torchdynamo_compiling", lambda: True):
         yield
-    finally:
-        setattr(utils, "is_torchdynamo_compiling", original)  # noqa: B010
 
 
 @contextlib.contextmanager
@@ -173,11 +167,8 @@ def _whole_stacks() -> Iterator[None]:
         self._record_forward_stack_traces_only = False
         return original(self, summary)
 
-    PythonKeyTracer._filter_traceback_frames = every_frame  # type: ignore[method-assign,assignment]
-    try:
+    with _swapped(PythonKeyTracer, "_filter_traceback_frames", every_frame):
         yield
-    finally:
-        PythonKeyTracer._filter_traceback_frames = original  # type: ignore[method-assign]
 
 
 def _numbers(data: Any) -> bool:
@@ -237,17 +228,13 @@ def _scalars_keep_their_value() -> Iterator[None]:
             return made(data, *args, device=kwargs.pop("device", self.device), **kwargs)
         return new_tensor(self, data, *args, **kwargs)
 
-    torch.tensor = made
-    torch.as_tensor = _made_off_meta(as_tensor)
-    torch.Tensor.__getitem__ = item  # type: ignore[assignment,method-assign]
-    torch.Tensor.new_tensor = new  # type: ignore[method-assign,assignment]
-    try:
+    with (
+        _swapped(torch, "tensor", made),
+        _swapped(torch, "as_tensor", _made_off_meta(as_tensor)),
+        _swapped(torch.Tensor, "__getitem__", item),
+        _swapped(torch.Tensor, "new_tensor", new),
+    ):
         yield
-    finally:
-        torch.tensor = tensor
-        torch.as_tensor = as_tensor
-        torch.Tensor.__getitem__ = getitem  # type: ignore[method-assign]
-        torch.Tensor.new_tensor = new_tensor  # type: ignore[method-assign]
 
 
 # The largest tensor whose values the trace keeps beside its fake (a position table, a mask
