@@ -13,6 +13,7 @@ and ModelNew checks its input shapes at run time). GEMMs call cuBLAS / cuBLASLt.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import cast
@@ -441,6 +442,34 @@ class _GroupGen:
         scope.memo[node.vid] = name
         return name
 
+    def index_store(self, sink: Node, scope: _Scope) -> list[str]:
+        """`buffer.index_copy_(dim, index, source)` at element `f` of source: the element goes
+        to the buffer's slot whose coordinate along `dim` is index[f's coordinate there]. An
+        index outside the buffer writes nothing (PyTorch raises instead)."""
+        src, index, target = sink.uses
+        dim = int(sink.params["dim"])  # type: ignore[call-overload]
+        value = self.value(src.vid, scope)
+        shape, bshape = src.shape, target.shape
+        sid = f"s{sink.vid}"
+        terms, trail, slot = [], 1, ""
+        bstrides = [math.prod(bshape[i + 1 :]) for i in range(len(bshape))]
+        for i in reversed(range(len(shape))):
+            coord = f"((f / {trail}) % {shape[i]})" if shape[i] != 1 else "0"
+            trail *= shape[i]
+            if i == dim:
+                slot = f"{self.arg_of[index.vid].load(coord)}"
+                terms.append(f"{sid} * {bstrides[i]}LL")
+            elif shape[i] != 1:
+                terms.append(f"{coord} * {bstrides[i]}LL")
+        addr = " + ".join(reversed(terms)) or "0"
+        arg = self.arg_of[target.vid]
+        return [
+            f"{{  // {sink.origin or 'index_copy_'}: into slot index[.] along dim {dim}",
+            f"  const long long {sid} = {slot};",
+            f"  if ({sid} >= 0 && {sid} < {bshape[dim]}LL) {arg.store(f'({addr})', value)}",
+            "}",
+        ]
+
     # -- loops -----------------------------------------------------------------------------------
     def full_loop(self, lane: bool, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
         """Body over one full-space element (or 4 lanes): push reduction inputs, store outputs."""
@@ -472,6 +501,9 @@ class _GroupGen:
             else:
                 scope.lines.append(arg.store("f", v))
             outs.append(arg.name)
+        for sink in self.g.sinks:
+            if sink.kind == "index_store":  # scattered: one store per element, lanes or not
+                scope.lines += self.index_store(sink, scope)
         if not lane:
             return [], [f"const idx_t f = {base};", *scope.lines], []
         reduced = {a.name for a in self.arg_of.values() if a.reduced}
@@ -1152,7 +1184,7 @@ class Codegen:
                     continue
                 if u.vid in inout:
                     leaf = self.graph.leaves[u.vid]
-                    ctype = "long long*" if leaf.dtype == "int64" else "float*"
+                    ctype = storage_ctype(leaf.dtype) + "*"
                     a = Arg(f"io{len(seen)}", u.vid, ctype, "inout")
                 else:
                     a = Arg(f"in{len(seen)}", u.vid, _in_ctype(self.graph, u.vid), "in")
@@ -1169,10 +1201,12 @@ class Codegen:
         args = self._args(g)
         arg_of = {a.vid: a for a in args}
         gen = _GroupGen(self.graph, g, arg_of)
-        ops = [n.origin or n.fn for n in g.nodes]
+        ops = [n.origin or n.fn for n in g.nodes + g.sinks if n.kind != "bn_update"]
         uniq = list(dict.fromkeys(ops))
         comment = ", ".join(uniq)
-        if g.kind == "pointwise":
+        if g.parts:
+            src = self._combined(g, args)
+        elif g.kind == "pointwise":
             src = self._pointwise(g, gen, args)
         else:
             src = self._reduction(g, gen, args)
@@ -1203,10 +1237,66 @@ class Codegen:
         return "\n".join(lines)
 
     def _pointwise(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
+        sig = self._signature(g.name, args)
+        names = ", ".join(a.name for a in args)
+        n, vec_ok = g.full_numel, g.full_numel % 4 == 0
+        lines = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
+            *self._pointwise_body(g, gen, "gridDim.x", "blockIdx.x"),
+            "}",
+        ]
+        launch = [
+            f"if (vec && {str(vec_ok).lower()}) {{",
+            f"  {g.name}_kernel<true><<<stitch_grid({-(-n // 8)}, 256, 8), 256, 0, stream>>>"
+            f"({names});",
+            "} else {",
+            f"  {g.name}_kernel<false><<<stitch_grid({n}, 256, 8), 256, 0, stream>>>({names});",
+            "}",
+        ]
+        return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
+
+    def _combined(self, g: Group, args: list[Arg]) -> str:
+        """Independent pointwise kernels as one launch: block ranges [b{k-1}, b{k}) run part k,
+        each over its own elements with its own vector path, grid-stride within its range."""
+        arg_of = {a.vid: a for a in args}
+        sig = self._signature(g.name, args)
+        names = ", ".join(a.name for a in args)
+        ends = [f"b{k}" for k in range(len(g.parts))]
+        lines = [
+            "template <bool VEC>",
+            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}, "
+            + ", ".join(f"int {b}" for b in ends)
+            + ") {",
+        ]
+        launch = []
+        for k, part in enumerate(g.parts):
+            gen = _GroupGen(self.graph, part, arg_of)
+            lo = f"b{k - 1}" if k else "0"
+            branch = "if" if k == 0 else "} else if"
+            lines.append(f"  {branch} (blockIdx.x < b{k}) {{  // {part.name}")
+            lines += _indent(
+                self._pointwise_body(part, gen, f"(b{k} - {lo})", f"(blockIdx.x - {lo})"), 2
+            )
+            n, vec_ok = part.full_numel, part.full_numel % 4 == 0
+            grid = f"stitch_grid({n}, 256, 8)"
+            if vec_ok:
+                grid = f"(vec ? stitch_grid({-(-n // 8)}, 256, 8) : {grid})"
+            launch.append(f"const int b{k} = {lo} + {grid};")
+        lines += ["  }", "}"]
+        call = f"<<<{ends[-1]}, 256, 0, stream>>>({names}, {', '.join(ends)});"
+        launch += [
+            f"if (vec) {g.name}_kernel<true>{call}",
+            f"else {g.name}_kernel<false>{call}",
+        ]
+        return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
+
+    def _pointwise_body(self, g: Group, gen: _GroupGen, grid: str, block: str) -> list[str]:
+        """A pointwise kernel's grid-stride loops over `g`'s elements, for a grid of `grid`
+        blocks of which this is block `block` (the whole launch's, or a combined one's range)."""
         n = g.full_numel
         stores = list(g.outputs)
         vec_ok = n % 4 == 0
-        sig = self._signature(g.name, args)
         scalar = gen.full_loop(False, [], stores)
         # Two float4 iterations per trip: both loads are issued before either result is used.
         pre_a, body_a, post_a = (
@@ -1217,14 +1307,11 @@ class Codegen:
         )
         post_b_guarded = ["if (two) {", *_indent(post_b, 2), "}"] if post_b else []
         vec = pre_a + pre_b + body_a + post_a + body_b + post_b_guarded
-        names = ", ".join(a.name for a in args)
         lines = [
-            "template <bool VEC>",
-            f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
             f"  typedef {gen.idx_t} idx_t;",
             f"  const idx_t n = {n};",
-            "  const idx_t stride = (idx_t)gridDim.x * blockDim.x;",
-            "  const idx_t start = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;",
+            f"  const idx_t stride = (idx_t){grid} * blockDim.x;",
+            f"  const idx_t start = (idx_t){block} * blockDim.x + threadIdx.x;",
         ]
         if vec_ok:
             lines += [
@@ -1246,17 +1333,8 @@ class Codegen:
             *_indent(scalar, 6),
             "    }",
             "  }",
-            "}",
         ]
-        launch = [
-            f"if (vec && {str(vec_ok).lower()}) {{",
-            f"  {g.name}_kernel<true><<<stitch_grid({-(-n // 8)}, 256, 8), 256, 0, stream>>>"
-            f"({names});",
-            "} else {",
-            f"  {g.name}_kernel<false><<<stitch_grid({n}, 256, 8), 256, 0, stream>>>({names});",
-            "}",
-        ]
-        return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
+        return lines
 
     def _reduction(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
         return _ReductionKernel(self, g, gen, args).source()

@@ -84,7 +84,8 @@ REDUCE_FIELDS: dict[str, tuple[str, ...]] = {
 # rnn_out: a recurrent module and its other results (recurrent.py). aten: an op the coder cannot
 # lower, run as its traced ATen call between the kernels (params: `call`, the expression with
 # `{i}` operand slots; `dtype`; `why` it falls back; `copy` when its result may alias an
-# operand).
+# operand). index_store: `buffer.index_copy_(dim, index, source)` as a store of the kernel that
+# computes `source` (args source, index, buffer; param `dim`), a side effect like bn_update.
 NodeKind = Literal[
     "ew",
     "reduce",
@@ -95,6 +96,7 @@ NodeKind = Literal[
     "conv",
     "attn",
     "bn_update",
+    "index_store",
     "rnn",
     "rnn_out",
     "aten",

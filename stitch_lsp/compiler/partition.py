@@ -100,6 +100,8 @@ class Group:
     level: dict[int, int] = field(default_factory=dict)
     outputs: list[int] = field(default_factory=list)
     sinks: list[Node] = field(default_factory=list)
+    # pointwise kernels launched as one grid, each its own branch (stages.combine_pointwise)
+    parts: list[Group] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -143,6 +145,7 @@ def _name_parts(g: Group) -> list[str]:
             parts = [p for p in parts if p != "softmax"] + ["logsumexp"]
         elif n.fn != "identity" and (g.kind == "pointwise" or n.fn not in _PLAIN_MATH):
             parts.append(n.fn)
+    parts += [s.fn for s in g.sinks if s.kind == "index_store"]
     return list(dict.fromkeys(parts))
 
 
@@ -206,6 +209,11 @@ def _try_add(g: Group, node: Node) -> bool:
     internal = [u for u in node.uses if u.vid in g.space]
     if any(u.strided or u.trans for u in internal):
         return False  # read at other positions than the group's own index: from memory
+    stored = [s for s in g.sinks if s.kind == "index_store"]
+    if stored and node.kind == "reduce":
+        return False  # the store is a pointwise kernel's
+    if any(u.vid == s.uses[2].vid for s in stored for u in node.uses):
+        return False  # reads a buffer the group writes at other positions
     if node.kind == "reduce":
         x = node.args[0]
         assert isinstance(x, Use)
@@ -239,6 +247,8 @@ def _try_add(g: Group, node: Node) -> bool:
         return True
     if node.kind != "ew":
         return False
+    if node.params.get("stored_by_index") and g.layout is not None:
+        return False  # an index_store is emitted by pointwise kernels only
     fulls = [u for u in internal if g.space[u.vid] == "full"]
     reds = [u for u in internal if g.space[u.vid] == "red"]
     size = numel(node.shape)
@@ -349,6 +359,13 @@ def partition(graph: Graph) -> list[Group]:
             assert isinstance(mean, Use)
             if open_group is None or open_group.space.get(mean.vid) != "red":
                 raise Unsupported(f"{node.origin}: running-stat update outside its reduction")
+            open_group.sinks.append(node)
+            continue
+        if node.kind == "index_store":
+            src = node.args[0]
+            assert isinstance(src, Use)
+            if open_group is None or open_group.kind != "pointwise" or not open_group.owns(src.vid):
+                raise Unsupported(f"{node.origin}: internal: an index store away from its value")
             open_group.sinks.append(node)
             continue
         if open_group is not None and _try_add(open_group, node):

@@ -27,6 +27,7 @@ from stitch_lsp.compiler.ir import Graph, Node, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import strides_of
 from stitch_lsp.compiler.memplan import Buffer, Placement, plan
 from stitch_lsp.compiler.partition import Group, reads
+from stitch_lsp.compiler.stages import weight_only
 
 
 def _names(tree: ast.AST) -> set[str]:
@@ -264,49 +265,9 @@ def _training_checks(groups: list[Group]) -> list[str]:
     return lines
 
 
-# Kernel groups that may run as weight preparation (our launchers, cuBLAS through them).
-_PREPARABLE = ("pointwise", "reduction", "gemm")
-
-
 def preparation(graph: Graph, groups: list[Group], cg: Codegen) -> set[int]:
-    """The stages that read parameters and buffers alone (directly or through each other): the
-    weights a rewrite derives, such as a summed Linear weight or a pooled convolution's. Their
-    results are the same on every call until a tensor they read changes, so they run apart
-    from the per-call launches, as the weight transforms of cuDNN and TensorRT do.
-
-    Left in the per-call launches: anything that reads an input or a factory, draws random
-    numbers, writes state (running statistics), or reads a tensor the forward writes (a
-    training-mode batch norm's buffers change during the call)."""
-    written: set[int] = set()
-    for g in groups:
-        for n in g.sinks + g.nodes:
-            if n.kind == "bn_update" or n.params.get("effect"):
-                written |= {u.vid for u in n.uses if u.vid in graph.leaves}
-    kernels = {k.group.gid for k in cg.kernels}
-    out_vids = {u.vid for u in graph.outputs}
-    prepared: set[int] = set()
-    made: set[int] = set()
-    for i, g in enumerate(groups):
-        if g.kind not in _PREPARABLE or g.gid not in kernels or g.sinks:
-            continue
-        if any(n.kind in ("random", "bn_update") or n.params.get("effect") for n in g.nodes):
-            continue
-        if any(n.vid in out_vids for n in g.nodes):
-            continue
-        own = {n.vid for n in g.nodes}
-        stored = [u.vid for n in g.nodes for u in reads(graph, n, graph.recomputed)]
-        ok = True
-        for vid in stored:
-            leaf = graph.leaves.get(vid)
-            if vid in own or vid in made:
-                continue
-            if leaf is None or leaf.kind not in ("param", "buffer") or vid in written:
-                ok = False
-                break
-        if ok:
-            prepared.add(i)
-            made |= own
-    return prepared
+    """The stages that run as weight preparation (`stages.weight_only`), of those with a kernel."""
+    return weight_only(graph, groups, {k.group.gid for k in cg.kernels})
 
 
 _LEAF_INDEX = re.compile(r"leaves\[(\d+)\]")

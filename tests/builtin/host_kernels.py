@@ -317,15 +317,15 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
     (an input the interpreter does not hold as one tensor)."""
     import torch
 
-    from stitch_lsp.compiler.partition import fold_gemm_epilogues, partition
     from stitch_lsp.compiler.rewrites import apply_rewrites
+    from stitch_lsp.compiler.stages import plan_stages
     from stitch_lsp.compiler.worker.capture import capture
 
     from .interp import _model_value, run_graph_env
 
     graph = capture(path)
     apply_rewrites(graph)
-    cg = Codegen(graph, fold_gemm_epilogues(graph, partition(graph)))
+    cg = Codegen(graph, plan_stages(graph))
     cg.cuda_source(with_gemm=False)
     # A running-stat update (a training batch norm's buffers) changes the model's buffers in
     # place: its kernel reads them as they were before the forward, and writes what the graph

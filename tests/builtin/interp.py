@@ -105,7 +105,7 @@ def run_graph_env(
 
     for n in graph.nodes:
         args = [val(a) for a in n.args]
-        if n.kind not in ("aten", "bn_update"):  # kernels compute in float registers
+        if n.kind not in ("aten", "bn_update", "index_store"):  # kernels compute in float
             args = [_as_float(a) for a in args]
         p = n.params
         if n.kind == "ew":
@@ -203,6 +203,11 @@ def run_graph_env(
             if n.dtype in ("tuple", "effect"):
                 env[n.vid] = out
                 continue
+        elif n.kind == "index_store":
+            source, index, buffer = args
+            with torch.no_grad():
+                buffer.index_copy_(int(p["dim"]), index, source.to(buffer.dtype))  # type: ignore[call-overload]
+            continue
         elif n.kind == "bn_update":
             mean, var, rm, rv, nbt = args
             count = int(p["count"])  # type: ignore[call-overload]

@@ -6,7 +6,7 @@ import pytest
 
 from stitch_lsp.compiler.codegen import bcast_offset
 from stitch_lsp.compiler.ir import Const, Graph, Unsupported, Use
-from stitch_lsp.compiler.partition import layout_of, partition
+from stitch_lsp.compiler.partition import Group, layout_of, partition
 
 
 def _linear_graph() -> tuple[Graph, Use]:
@@ -262,3 +262,30 @@ def test_a_gemm_bias_stays_by_its_gemm_for_the_epilogue() -> None:
     groups = fold_gemm_epilogues(g, partition(g))
     assert [gr.kind for gr in groups] == ["gemm", "gemm", "pointwise"]
     assert groups[0].nodes[0].params["epilogue"] == "bias"
+
+
+def test_pointwise_neighbours_combine_only_when_independent() -> None:
+    """Two kernels share a launch when neither reads what the other writes; a reader of the
+    first stays apart, and so does weight preparation (it leaves the per-call launches)."""
+    from stitch_lsp.compiler.stages import combine_pointwise
+
+    g = Graph()
+    x = g.add_leaf("input", "x", (64,))
+    y = g.add_leaf("input", "y", (48,))
+    w = g.add_leaf("param", "self.w", (32,), path="w")
+    a = g.add("ew", "tanh", [Use(x.vid, (64,))], (64,))
+    b = g.add("ew", "exp", [Use(y.vid, (48,))], (48,))
+    c = g.add("ew", "neg", [Use(a.vid, (64,))], (64,))
+    d = g.add("ew", "exp", [Use(w.vid, (32,))], (32,))  # reads a parameter alone: prepared
+    e = g.add("ew", "sin", [Use(x.vid, (64,))], (64,))
+    f = g.add("ew", "add", [Use(d.vid, (32,)), Use(d.vid, (32,))], (32,))
+    g.outputs = [Use(v.vid, v.shape) for v in (b, c, e, f)]
+    groups = []
+    for i, n in enumerate((a, b, c, d, e, f)):  # one kernel each, in this order
+        groups.append(Group(i, "pointwise", [n], n.shape[0], {n.vid: "full"}, {n.vid: 0}))
+        groups[-1].outputs = [n.vid]
+    combined = combine_pointwise(g, groups)
+    parts = [[n.fn for p in (gr.parts or [gr]) for n in p.nodes] for gr in combined]
+    # tanh+exp share a launch; neg reads tanh, so it starts the next one; the parameter's exp
+    # is weight preparation; sin and the add after it (an output, so per call) share one
+    assert parts == [["tanh", "exp"], ["neg"], ["exp"], ["sin", "add"]]

@@ -318,8 +318,35 @@ class AtenConverter(Converter):
         if any(u.vid == leaf.vid for node in self.g.nodes for u in node.uses):
             why = f"{leaf.expr} is read before it is written"
             raise Unsupported(f"{exc} (and it cannot run as a PyTorch fallback: {why})") from exc
-        self._effect(n, exc, why=f"updates {leaf.expr} in place, as the reference does")
+        if not self._index_store(n, leaf):
+            self._effect(n, exc, why=f"updates {leaf.expr} in place, as the reference does")
         return Use(leaf.vid, leaf.shape)
+
+    def _index_store(self, n: torch.fx.Node, leaf: Leaf) -> bool:
+        """`buffer.index_copy_(dim, index, source)` (a static KV cache's update) as a store of
+        the kernel that computes `source`: each element goes straight to its slot in the buffer,
+        so the rotated keys are never written anywhere else and no PyTorch call runs."""
+        if _name(n.target) != "index_copy_" or len(n.args) != 4 or n.kwargs:
+            return False
+        _, dim, index, source = n.args
+        idx = self.env.get(index) if isinstance(index, torch.fx.Node) else None
+        src = self.env.get(source) if isinstance(source, torch.fx.Node) else None
+        if not isinstance(dim, int) or not isinstance(idx, Use) or not isinstance(src, Use):
+            return False
+        rank = len(leaf.shape)
+        dim = dim % rank if rank else 0
+        if self.b.dtype_of(idx.vid) != "int64" or len(idx.shape) != 1 or idx.strided:
+            return False
+        want = tuple(idx.shape[0] if i == dim else d for i, d in enumerate(leaf.shape))
+        if tuple(src.shape) != want or self.b.dtype_of(src.vid) != leaf.dtype:
+            return False
+        # the identity reads `source` as the store's kernel sees it (through any view)
+        value = self.b.ew("identity", [src], want, dtype=leaf.dtype, stored_by_index=True)
+        self.b.add(
+            "index_store", "index_copy", [value, idx, Use(leaf.vid, leaf.shape)], (),
+            dim=dim, effect=True, dtype="effect",
+        )  # fmt: skip
+        return True
 
     def _effect(
         self, n: torch.fx.Node, exc: Unsupported, target: Any = None, args: Any = None, **said: str

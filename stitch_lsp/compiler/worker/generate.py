@@ -8,9 +8,10 @@ from pathlib import Path
 from stitch_lsp.candidate_header import HeaderError, relative_reference
 from stitch_lsp.compiler.codegen import Codegen
 from stitch_lsp.compiler.ir import Unsupported
-from stitch_lsp.compiler.partition import Group, fold_gemm_epilogues, partition
+from stitch_lsp.compiler.partition import Group
 from stitch_lsp.compiler.program import candidate_source
 from stitch_lsp.compiler.rewrites import Applied, apply_rewrites
+from stitch_lsp.compiler.stages import plan_stages
 from stitch_lsp.models.codegen import BuiltinCandidate, CompiledGroup
 
 
@@ -123,7 +124,7 @@ def generate(reference: Path, header: str) -> BuiltinCandidate:
         graph = capture(reference)
         applied = apply_rewrites(graph)
         summary = graph.summary()
-        groups = fold_gemm_epilogues(graph, partition(graph))
+        groups = plan_stages(graph)
         if _vendor_only(groups):
             raise Unsupported(_nothing_generated(groups))
         cg = Codegen(graph, groups)
