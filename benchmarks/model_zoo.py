@@ -13,6 +13,9 @@ one example; full: the same config, 8 examples or 512 tokens).
 2026-12-07): 26 transformers text configs (mixture-of-experts, hybrid state-space and recurrent
 decoders, sparse, long-context and Fourier encoders, encoder-decoders), 20 image and audio models,
 17 timm and 12 torchvision models, among them video, segmentation and optical-flow models.
+`--set fourth` holds 64 more (session 14): 29 transformers text configs (2025's decoders, latent
+and differential attention, hybrids, mixtures of experts, classic encoders, encoder-decoders),
+14 image and audio models, 15 timm and 6 torchvision models.
 
     python benchmarks/model_zoo.py /tmp/zoo
     python benchmarks/capture_fidelity.py /tmp/zoo --dtype bfloat16 --json zoo-bf16.json
@@ -147,7 +150,8 @@ HF_BASE = {
     "vocab_size": 512,
 }
 # Configs that refuse some of HF_BASE's names (GPT-2's, or their own) get only its vocabulary.
-GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert", "Funnel", "XLNet")
+GPT2_NAMED = ("GPTJ", "GPTBigCode", "CodeGen", "GPT2", "DistilBert", "Funnel", "XLNet",
+              "OpenAIGPT", "XLMModel", "Dbrx")  # fmt: skip
 
 # transformers models that read images or sound: name -> (config, model class, config
 # overrides, the input's keyword, the output's attribute, one example's shape at small size;
@@ -260,7 +264,9 @@ def hf_problem(config: str, cls: str, overrides: dict[str, Any], output: str) ->
     kwargs = {"vocab_size": 512} if cls.startswith(GPT2_NAMED) else dict(HF_BASE)
     kwargs.update(overrides)
     decoder = (
-        ", decoder_input_ids=input_ids" if cls in SEQ2SEQ + SEQ2SEQ_MORE + SEQ2SEQ_THIRD else ""
+        ", decoder_input_ids=input_ids"
+        if cls in SEQ2SEQ + SEQ2SEQ_MORE + SEQ2SEQ_THIRD + SEQ2SEQ_FOURTH
+        else ""
     )
     call = f"self.net(input_ids=input_ids{decoder}).{output}"
     inputs = "    return _common().tokens(512, small=(2, 16), full=(1, 512))"
@@ -720,6 +726,194 @@ def get_inputs():
 '''
 
 
+# A fourth set (`--set fourth`), written in session 14 (2026-12-07) after the first three had
+# been worked on: decoders of 2025's releases (Llama 4's text model, DeepSeek-V2's latent
+# attention, Qwen3-Next, hybrid and differential attention, more mixtures of experts), classic
+# encoders and encoder-decoders, and image and audio models none of the sets held.
+HF_FOURTH: dict[str, tuple[str, str, dict[str, Any], str]] = {
+    "apertus": ("ApertusConfig", "ApertusForCausalLM", {"head_dim": 16}, "logits"),
+    "arcee": ("ArceeConfig", "ArceeForCausalLM", {"head_dim": 16}, "logits"),
+    "bitnet": ("BitNetConfig", "BitNetForCausalLM", {}, "logits"),
+    "diffllama": ("DiffLlamaConfig", "DiffLlamaForCausalLM", {}, "logits"),
+    "ernie4_5": ("Ernie4_5Config", "Ernie4_5ForCausalLM", {"head_dim": 16}, "logits"),
+    "helium2": ("HunYuanDenseV1Config", "HunYuanDenseV1ForCausalLM", {"head_dim": 16}, "logits"),
+    "ministral": ("MinistralConfig", "MinistralForCausalLM", {"head_dim": 16}, "logits"),
+    "olmo3": ("Olmo3Config", "Olmo3ForCausalLM", {"sliding_window": 8}, "logits"),
+    "seed_oss": ("SeedOssConfig", "SeedOssForCausalLM", {"head_dim": 16}, "logits"),
+    "vaultgemma": ("VaultGemmaConfig", "VaultGemmaForCausalLM", {"head_dim": 16}, "logits"),
+    "llama4_text": (
+        "Llama4TextConfig", "Llama4ForCausalLM",
+        {"head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 1,
+         "intermediate_size_mlp": 128, "interleave_moe_layer_step": 2, "no_rope_layers": [1, 0],
+         "attention_chunk_size": 8}, "logits",
+    ),
+    "deepseek_v2": (
+        "DeepseekV2Config", "DeepseekV2ForCausalLM",
+        {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+         "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": None,
+         "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "n_shared_experts": 1,
+         "n_group": 1, "topk_group": 1, "num_key_value_heads": 4}, "logits",
+    ),
+    "jetmoe": (
+        "JetMoeConfig", "JetMoeForCausalLM",
+        {"num_local_experts": 4, "num_experts_per_tok": 2, "kv_channels": 16}, "logits",
+    ),
+    "dbrx": (
+        "DbrxConfig", "DbrxForCausalLM",
+        {"d_model": 64, "n_heads": 4, "n_layers": 2, "max_seq_len": 1024,
+         "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+         "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2}},
+        "logits",
+    ),
+    "granitemoeshared": (
+        "GraniteMoeSharedConfig", "GraniteMoeSharedForCausalLM",
+        {"num_local_experts": 4, "num_experts_per_tok": 2, "shared_intermediate_size": 64},
+        "logits",
+    ),
+    "qwen3_next": (
+        "Qwen3NextConfig", "Qwen3NextForCausalLM",
+        {"head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+         "shared_expert_intermediate_size": 32, "linear_num_value_heads": 4,
+         "linear_num_key_heads": 2, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+         "layer_types": ["linear_attention", "full_attention"]}, "logits",
+    ),
+    "falcon_h1": (
+        "FalconH1Config", "FalconH1ForCausalLM",
+        {"head_dim": 16, "mamba_d_ssm": 64, "mamba_n_heads": 4, "mamba_d_head": 16,
+         "mamba_d_state": 8, "mamba_n_groups": 1, "mamba_chunk_size": 16}, "logits",
+    ),
+    "openai_gpt": (
+        "OpenAIGPTConfig", "OpenAIGPTModel",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 1024}, "last_hidden_state",
+    ),
+    "megatron_bert": ("MegatronBertConfig", "MegatronBertModel", {}, "last_hidden_state"),
+    "rembert": (
+        "RemBertConfig", "RemBertModel",
+        {"input_embedding_size": 32, "output_embedding_size": 32}, "last_hidden_state",
+    ),
+    "convbert": ("ConvBertConfig", "ConvBertModel", {"embedding_size": 64}, "last_hidden_state"),
+    "nomic_bert": ("NomicBertConfig", "NomicBertModel", {}, "last_hidden_state"),
+    "eurobert": (
+        "EuroBertConfig", "EuroBertModel",
+        {"head_dim": 16, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+         "mask_token_id": 3}, "last_hidden_state",
+    ),
+    "roberta_prelayernorm": (
+        "RobertaPreLayerNormConfig", "RobertaPreLayerNormModel", {"pad_token_id": 1},
+        "last_hidden_state",
+    ),
+    "xlm": (
+        "XLMConfig", "XLMModel", {"emb_dim": 64, "n_layers": 2, "n_heads": 4},
+        "last_hidden_state",
+    ),
+    "mbart": (
+        "MBartConfig", "MBartModel",
+        {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128},
+        "last_hidden_state",
+    ),
+    "m2m100": (
+        "M2M100Config", "M2M100Model",
+        {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128},
+        "last_hidden_state",
+    ),
+    "blenderbot": (
+        "BlenderbotConfig", "BlenderbotModel",
+        {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+         "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128},
+        "last_hidden_state",
+    ),
+    "umt5": (
+        "UMT5Config", "UMT5Model",
+        {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4},
+        "last_hidden_state",
+    ),
+}  # fmt: skip
+SEQ2SEQ_FOURTH = ("MBartModel", "M2M100Model", "BlenderbotModel", "UMT5Model")
+HF_MEDIA_FOURTH: dict[str, tuple[str, str, dict[str, Any], str, str, tuple[int, ...]]] = {
+    "efficientnet": (
+        "EfficientNetConfig", "EfficientNetModel",
+        {"width_coefficient": 1.0, "depth_coefficient": 1.0, "hidden_dim": 1280},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "mobilenet_v2": (
+        "MobileNetV2Config", "MobileNetV2Model", {"depth_multiplier": 0.35},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "mobilenet_v1": (
+        "MobileNetV1Config", "MobileNetV1Model", {"depth_multiplier": 0.25},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "swiftformer": (
+        "SwiftFormerConfig", "SwiftFormerModel",
+        {"depths": [1, 1, 1, 1], "embed_dims": [16, 32, 48, 64]},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "pvt_v2": (
+        "PvtV2Config", "PvtV2Model",
+        {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1],
+         "num_attention_heads": [1, 1, 2, 2]},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "yolos": (
+        "YolosConfig", "YolosModel", _VIT | {"image_size": [224, 224], "num_detection_tokens": 10},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "ijepa": ("IJepaConfig", "IJepaModel", _VIT | {"image_size": 224, "patch_size": 16},
+              "pixel_values", "last_hidden_state", _IMG),
+    "dinov2_registers": (
+        "Dinov2WithRegistersConfig", "Dinov2WithRegistersModel",
+        _VIT | {"image_size": 224, "patch_size": 14, "num_register_tokens": 4},
+        "pixel_values", "last_hidden_state", _IMG,
+    ),
+    "dinov3_convnext": (
+        "DINOv3ConvNextConfig", "DINOv3ConvNextModel",
+        {"hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1]},
+        "pixel_values", "pooler_output", _IMG,
+    ),
+    "glpn": (
+        "GLPNConfig", "GLPNForDepthEstimation",
+        {"num_encoder_blocks": 2, "depths": [1, 1], "sr_ratios": [2, 1], "hidden_sizes": [16, 32],
+         "num_attention_heads": [1, 2], "strides": [4, 2], "patch_sizes": [7, 3],
+         "decoder_hidden_size": 16},
+        "pixel_values", "predicted_depth", (3, 128, 128),
+    ),
+    "unispeech_sat": (
+        "UniSpeechSatConfig", "UniSpeechSatModel", _W2V,
+        "input_values", "last_hidden_state", _WAV,
+    ),
+    "wav2vec2_bert": (
+        "Wav2Vec2BertConfig", "Wav2Vec2BertModel",
+        _VIT | {"feature_projection_input_dim": 80, "conv_depthwise_kernel_size": 7},
+        "input_features", "last_hidden_state", (100, 80),
+    ),
+    "speech2text_encoder": (
+        "Speech2TextConfig", "Speech2TextModel.get_encoder",
+        {"d_model": 64, "encoder_layers": 2, "encoder_attention_heads": 4, "encoder_ffn_dim": 128,
+         "decoder_attention_heads": 4, "decoder_ffn_dim": 128, "input_feat_per_channel": 80,
+         "conv_channels": 64, "max_source_positions": 200},
+        "input_features", "last_hidden_state", (200, 80),
+    ),
+    "moonshine_encoder": (
+        "MoonshineConfig", "MoonshineModel.get_encoder",
+        {"hidden_size": 64, "intermediate_size": 128, "encoder_num_hidden_layers": 2,
+         "decoder_num_hidden_layers": 2, "encoder_num_attention_heads": 4,
+         "decoder_num_attention_heads": 4},
+        "input_values", "last_hidden_state", _WAV,
+    ),
+}  # fmt: skip
+TIMM_FOURTH = [
+    "convnext_pico", "efficientnet_b1", "mobilenetv3_small_100", "regnety_016",
+    "vit_tiny_patch16_224", "beit_base_patch16_224", "swinv2_cr_tiny_ns_224", "cspdarknet53",
+    "resnet26d", "dm_nfnet_f0", "fastvit_sa12", "repghostnet_050", "mobilevit_s",
+    "rdnet_tiny", "vitamin_small_224",
+]  # fmt: skip
+TORCHVISION_FOURTH = [
+    "efficientnet_b1", "regnet_y_1_6gf", "convnext_base", "vit_l_32", "swin_b", "mnasnet0_75",
+]  # fmt: skip
+
+
 def torchvision_video_problem(name: str, frames: int, res: int) -> str:
     """A video classifier reads one 5-D clip (batch, channels, frames, height, width)."""
     shape = (1, 3, frames, res, res)
@@ -744,6 +938,7 @@ def problems(which: str = "first") -> dict[str, str]:
         "first": (HF, HF_MEDIA, TIMM, TORCHVISION),
         "more": (HF_MORE, HF_MEDIA_MORE, TIMM_MORE, TORCHVISION_MORE),
         "third": (HF_THIRD, HF_MEDIA_THIRD, TIMM_THIRD, TORCHVISION_THIRD),
+        "fourth": (HF_FOURTH, HF_MEDIA_FOURTH, TIMM_FOURTH, TORCHVISION_FOURTH),
     }[which]
     out = {f"hf_{k}.py": hf_problem(*v) for k, v in hf.items()}
     out |= {f"hf_{k}.py": hf_media_problem(*v) for k, v in media.items()}
@@ -762,9 +957,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="where the problem files are written")
     parser.add_argument(
-        "--set", choices=("first", "more", "third"), default="first",
-        help="the zoo's first 87 models, the 65 written after them (`more`), or the 75 after "
-        "those (`third`)",
+        "--set", choices=("first", "more", "third", "fourth"), default="first",
+        help="the zoo's first 87 models, the 65 written after them (`more`), the 75 after "
+        "those (`third`), or the 64 of session 14 (`fourth`)",
     )  # fmt: skip
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)

@@ -362,9 +362,13 @@ def partition(graph: Graph) -> list[Group]:
             open_group.sinks.append(node)
             continue
         if node.kind == "index_store":
-            src = node.args[0]
-            assert isinstance(src, Use)
-            if open_group is None or open_group.kind != "pointwise" or not open_group.owns(src.vid):
+            value = node.args[0]
+            assert isinstance(value, Use)
+            if (
+                open_group is None
+                or open_group.kind != "pointwise"
+                or not open_group.owns(value.vid)
+            ):
                 raise Unsupported(f"{node.origin}: internal: an index store away from its value")
             open_group.sinks.append(node)
             continue

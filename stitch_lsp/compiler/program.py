@@ -629,14 +629,21 @@ def build_program(graph: Graph, groups: list[Group], cg: Codegen) -> Program:
             stages.append(_kernel_stage(graph, var, slot, i, g, kernels[g.gid], vendor))
             stages[-1].prepares = i in prep
     per_call = [ln for st in stages if not st.prepares for ln in st.lines]
-    launched = "\n".join(per_call)
     # what the launches read of weight preparation's results: arena slots kept between calls
+    read = {
+        u.vid
+        for st in stages
+        if not st.prepares
+        for n in st.group.nodes + st.group.sinks
+        for u in reads(graph, n, graph.recomputed)
+    }
     for st in stages:
         if st.prepares:
-            for ln in st.lines:
-                name = ln.split(" = buf[")[0]
-                if " = buf[" in ln and re.search(rf"\b{name}\b", launched):
-                    body.append(f"{ln}  # prepared by _stitch_prepare")
+            body += [
+                f"t{vid} = buf[{slot[f't{vid}']}]  # prepared by _stitch_prepare"
+                for vid in st.group.outputs
+                if vid in read and f"t{vid}" in slot
+            ]
     body += per_call
     outs = [_ref(graph, var, u) for u in graph.outputs]
     body.append("return " + (outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"))
