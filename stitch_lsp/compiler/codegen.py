@@ -14,7 +14,6 @@ and ModelNew checks its input shapes at run time). GEMMs call cuBLAS / cuBLASLt.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -174,6 +173,9 @@ class _GroupGen:
         self.graph = graph
         self.g = group
         self.arg_of = arg_of  # external vid -> pointer arg
+        self.arg_of_name = {a.name: a for a in arg_of.values()}
+        # argument name -> float4 register, of the last vector body full_parts emitted
+        self.vector_loads: dict[str, str] = {}
         self.nodes = {n.vid: n for n in group.nodes}
         self.red_scope: _Scope | None = None
         self.tmp = 0
@@ -506,11 +508,8 @@ class _GroupGen:
                 scope.lines += self.index_store(sink, scope)
         if not lane:
             return [], [f"const idx_t f = {base};", *scope.lines], []
-        reduced = {a.name for a in self.arg_of.values() if a.reduced}
         pre = [
-            f"const float4 {q} = st_ld4({name} + {base});"
-            if name in reduced
-            else f"const float4 {q} = *reinterpret_cast<const float4*>({name} + {base});"
+            f"const float4 {q} = {self.vector_load(name, base)};"
             for name, q in scope.vec_loads.items()
         ]
         pre += [f"float o_{name}{sfx}[4];" for name in outs]
@@ -523,12 +522,19 @@ class _GroupGen:
         ]
         post = [
             f"st_st4({name} + {base}, {', '.join(f'o_{name}{sfx}[{i}]' for i in range(4))});"
-            if name in reduced
+            if self.arg_of_name[name].reduced
             else f"*reinterpret_cast<float4*>({name} + {base}) = "
             f"make_float4(o_{name}{sfx}[0], o_{name}{sfx}[1], o_{name}{sfx}[2], o_{name}{sfx}[3]);"
             for name in outs
         ]
+        self.vector_loads = dict(scope.vec_loads)
         return pre, body, post
+
+    def vector_load(self, name: str, base: str) -> str:
+        """The four values of argument `name` from element `base` on, as a float4."""
+        if self.arg_of_name[name].reduced:
+            return f"st_ld4({name} + {base})"
+        return f"*reinterpret_cast<const float4*>({name} + {base})"
 
 
 def _rename_outs(line: str, outs: list[str], sfx: str) -> str:
@@ -750,14 +756,11 @@ class _ReductionKernel:
         n = self._row_vectors()
         lane, width = ("lane", "LANES") if self.shape.lanes else ("threadIdx.x", "THREADS")
         pre, body, post = self.gen.full_parts(True, push, stores)
+        vectors = self.gen.vector_loads
         decl: list[str] = []
         loads: list[str] = []
-        for line in pre:
-            m = re.fullmatch(r"const float4 (q_(\w+)) = (.*);", line)
-            if m is None:  # the outputs' staging registers
-                loads.append(line)
-                continue
-            q, name, expr = m[1], m[2], m[3]
+        for name, q in vectors.items():
+            expr = self.gen.vector_load(name, "f0")
             if name in self.row_cache:
                 loads.append(f"const float4 {q} = c_{name}[i];")
             elif len(self.row_cache) * n + n <= ROW_CACHE_VECTORS * 2:
@@ -765,7 +768,8 @@ class _ReductionKernel:
                 decl.append(f"float4 c_{name}[{n}];  // this thread's vectors of the row")
                 loads += [f"c_{name}[i] = {expr};", f"const float4 {q} = c_{name}[i];"]
             else:
-                loads.append(line)
+                loads.append(f"const float4 {q} = {expr};")
+        loads += pre[len(vectors) :]  # the outputs' staging registers
         threads = [] if self.shape.lanes else [f"  constexpr idx_t THREADS = {self.shape.threads};"]
         return [
             *decl,
