@@ -192,7 +192,7 @@ def _plain_literal(value: object) -> bool:
     if value is None or type(value) in (bool, int, str):
         return True
     if type(value) is float:
-        return math.isfinite(value)  # type: ignore[arg-type]
+        return True  # inf and nan are spelled float('inf') by _source
     if type(value) is tuple:
         return all(_plain_literal(v) for v in value)  # type: ignore[union-attr]
     return False
@@ -221,8 +221,15 @@ def _input_checks(graph: Graph) -> list[str]:
     """The candidate is specialised to one problem: other defaults or shapes are refused."""
     lines = []
     for name, value in graph.defaulted.items():
-        why = f"this ModelNew was generated for {name}={value!r}"
-        lines.append(f"        if {name} is not {value!r}:\n            raise ValueError({why!r})")
+        why = f"this ModelNew was generated for {name}={_source(value)}"
+        # None and booleans by identity; other values by repr, which tells inf, nan and -0.0
+        # apart, and avoids `is` with a literal (a SyntaxWarning, and False for a float default)
+        test = (
+            f"{name} is not {value!r}"
+            if value is None or isinstance(value, bool)
+            else f"repr({name}) != {repr(value)!r}"
+        )
+        lines.append(f"        if {test}:\n            raise ValueError({why!r})")
     for leaf in graph.leaves.values():
         if leaf.kind != "input":
             continue
@@ -273,9 +280,18 @@ def preparation(graph: Graph, groups: list[Group], cg: Codegen) -> set[int]:
 _LEAF_INDEX = re.compile(r"leaves\[(\d+)\]")
 
 
+def _source(value: object) -> str:
+    """A default's value as source: `float('inf')` where repr writes an undefined `inf`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_source(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
 def _forward_head(graph: Graph, groups: list[Group], prepares: bool) -> list[str]:
     """forward itself: its checks, then the graph runner, under a device guard if needed."""
-    defaults = [f"{name}={value!r}" for name, value in graph.defaulted.items()]
+    defaults = [f"{name}={_source(value)}" for name, value in graph.defaulted.items()]
     sig = ", ".join(["self", *graph.input_names, *defaults])
     dev = _device(graph)
     names = ", ".join(graph.input_names)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,42 @@ def test_a_program_that_only_calls_the_library_is_refused(
     assert cand.handled is handled, cand.reason
     if not handled:
         assert cand.reason.startswith("nothing to generate: the module is a matrix product alone")
+
+
+INF_FILL = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, limit=float("inf")):
+        scores = torch.full((x.shape[0], 4), float("-inf"))
+        scores[:, :2] = x[:, :2]  # written in place: PyTorch makes the fill
+        table = torch.tensor([float("inf"), 0.0, 0.0, 1.0])
+        return torch.softmax(scores, dim=-1) + table.clamp(max=limit).isinf()
+
+
+def get_inputs():
+    return [torch.randn(8, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_infinities_are_spelled_as_python_can_read_them(tmp_path: Path) -> None:
+    """A fill of -inf, a constant table holding inf and a default of inf become
+    `float('-inf')` and `float('inf')` in the generated file: `-inf` alone is a NameError."""
+    path = tmp_path / "inf_fill.py"
+    path.write_text(INF_FILL)
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    src = cand.source or ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # `x is not 1.5` would be a SyntaxWarning
+        compile(src, "inf_fill_new.py", "exec")
+    assert "if repr(limit) != 'inf':" in src
+    names = {node.id for node in ast.walk(ast.parse(src)) if isinstance(node, ast.Name)}
+    assert "inf" not in names and "nan" not in names
+    assert "float('-inf')" in src

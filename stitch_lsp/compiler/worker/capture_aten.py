@@ -49,6 +49,7 @@ from stitch_lsp.compiler.worker.fallback import (
     KERNEL_READABLE,
     NotPlain,
     out_of_place,
+    python_literal,
     refusal,
     result_dtypes,
     returns_alias,
@@ -154,7 +155,7 @@ class AtenConverter(Converter):
             )
         # An index list (`x[..., [-2], :]`) or a small table: PyTorch makes it, with its values.
         dtype = DTYPES[t.dtype]
-        call = f"torch.tensor({t.tolist()!r}, dtype=torch.{dtype}, device=dev)"
+        call = f"torch.tensor({python_literal(t.tolist())}, dtype=torch.{dtype}, device=dev)"
         return self.b.add(
             "aten", "tensor", [], tuple(t.shape), call=call.replace("{", "{{").replace("}", "}}"),
             dtype=dtype, why="a constant made inside forward", site=self.desc(n),
@@ -661,7 +662,8 @@ def _materialise_fill(node: Node) -> None:
     node.fn = "full.default"
     node.args = []
     node.params = {
-        "call": f"torch.ops.aten.full.default({list(node.shape)!r}, {float(value.value)!r}, "
+        "call": f"torch.ops.aten.full.default({list(node.shape)!r}, "
+        f"{python_literal(float(value.value))}, "
         f"dtype=torch.{dtype}, device=dev)",
         "dtype": dtype,
         "why": "the reference writes into it in place",

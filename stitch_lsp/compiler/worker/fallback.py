@@ -132,6 +132,12 @@ def _literal(v: Any, call: Call, value_of: Any) -> str:
     raise NotPlain(type(v).__name__)
 
 
+def python_literal(value: Any) -> str:
+    """`value` (numbers, including inf and nan, and lists of them) as Python source that needs
+    no import: `float('-inf')`, where repr would write `-inf`."""
+    return _literal(value, Call(""), None)
+
+
 def spelled_call(
     n: torch.fx.Node, value_of: Any, target: Any = None, args: tuple[Any, ...] | None = None
 ) -> Call:
