@@ -351,6 +351,12 @@ def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[s
     # stages launch per time step, so for them the graph is always tried.
     per_call = len(groups) - len(prep)
     stages = None if any(g.kind == "rnn" for g in groups) else max(1, per_call)
+    # a submodule run as PyTorch code because it depends on data syncs with the host
+    syncs = [n for g in groups for n in g.nodes if n.kind == "aten" and n.params.get("syncs")]
+    plain = ""
+    if syncs:
+        why = f"{syncs[0].params.get('display')} depends on data and syncs with the host"
+        plain = f", plain={why!r}"
     lines = [
         "    def _stitch_params(self):",
         '        """The parameters and buffers the kernels read, looked up once."""',
@@ -376,7 +382,7 @@ def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[s
         '        runner = self.__dict__.get("_stitch_runner")',
         "        if runner is None:",
         "            runner = GraphRunner(self._launch, guard=self._stitch_guard, "
-        f"stages={stages})",
+        f"stages={stages}{plain})",
         '            self.__dict__["_stitch_runner"] = runner',
         "        return runner",
         "",
@@ -765,7 +771,8 @@ def candidate_source(
             ops = [n for n in st.group.nodes if "[" not in n.fn]
             stage_doc.append(f"  {st.index}. PyTorch fallback ({len(ops)} ATen call(s)):")
             stage_doc += [
-                f"     torch.ops.aten.{n.fn}: {comment_text(_site(n))}; {comment_text(_why(n))}"
+                f"     {comment_text(str(n.params.get('display') or 'torch.ops.aten.' + n.fn))}: "
+                f"{comment_text(_site(n))}; {comment_text(_why(n))}"
                 for n in ops
             ]
         else:

@@ -130,8 +130,10 @@ class GraphRunner:
         warmup: int = 1,
         backend: Any = None,
         stages: int | None = None,
+        plain: str = "",
     ) -> None:
         self.body = body
+        self.plain = plain  # why every call runs plain launches (the program syncs the host)
         self.guard = guard
         self.warmup = warmup
         self.stages = stages
@@ -157,6 +159,7 @@ class GraphRunner:
             warmup=self.warmup,
             backend=self._backend,
             stages=self.stages,
+            plain=self.plain,
         )
 
     def _plain(self, args: tuple[Any, ...], reason: str) -> Any:
@@ -164,6 +167,8 @@ class GraphRunner:
         return self.body(*args)
 
     def _why_plain(self, args: tuple[Any, ...]) -> str:
+        if self.plain:
+            return f"plain launches: {self.plain}"
         if not graphs_enabled():
             return f"CUDA graph replay is switched off ({ENV_SWITCH}=0)"
         be = self.backend

@@ -197,6 +197,7 @@ def run_graph_env(
             scope = {
                 "torch": torch,
                 "dev": torch.device("cpu"),
+                "self": model,  # a data-dependent submodule, called by its path
                 **dict(zip(slots, args, strict=True)),
             }
             out = eval(str(p["call"]).format(*slots), scope)

@@ -327,3 +327,84 @@ def test_infinities_are_spelled_as_python_can_read_them(tmp_path: Path) -> None:
     names = {node.id for node in ast.walk(ast.parse(src)) if isinstance(node, ast.Name)}
     assert "inf" not in names and "nan" not in names
     assert "float('-inf')" in src
+
+
+DATA_DEPENDENT_MOE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Router(nn.Module):
+    def __init__(self, dim, experts):
+        super().__init__()
+        self.gate = nn.Linear(dim, experts, bias=False)
+
+    def forward(self, x):
+        top = self.gate(x).topk(1, dim=-1).indices[:, 0]
+        counts = torch.bincount(top, minlength=self.gate.out_features).tolist()  # Python ints
+        return top, counts
+
+
+class Experts(nn.Module):
+    def __init__(self, dim, experts):
+        super().__init__()
+        self.router = Router(dim, experts)
+        self.up = nn.ModuleList(nn.Linear(dim, dim) for _ in range(experts))
+
+    def forward(self, x):
+        top, counts = self.router(x)
+        out = torch.zeros_like(x)
+        for e, n in enumerate(counts):  # the experts this batch hit, and how many tokens each
+            if n:
+                rows = (top == e).nonzero()[:, 0]
+                out[rows] = self.up[e](x[rows])
+        return out
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(32)
+        self.moe = Experts(32, 4)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return F.gelu(self.moe(h) + x) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(64, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_data_dependent_submodule_runs_as_a_pytorch_call(tmp_path: Path) -> None:
+    """The experts' loop depends on the routing's values: the trace stops there. The router
+    returns Python counts, so it cannot be one call; its parent, the experts block, is. The
+    program calls it by its path, generates the norm and the GELU around it, runs on plain
+    launches (the call syncs with the host) and computes what the model computes."""
+    path = tmp_path / "data_dependent_moe.py"
+    path.write_text(DATA_DEPENDENT_MOE)
+    graph = _capture(path)
+    calls = [n for n in graph.nodes if n.kind == "aten" and n.params.get("syncs")]
+    assert [n.params["call"] for n in calls] == ["self.get_submodule('moe')({0})"]
+    assert "Experts" in str(calls[0].params["display"])
+    assert "data-dependent modules run as PyTorch calls (Experts)" in " ".join(graph.notes)
+    mod = import_path(path, "data_dependent_moe")
+    torch.manual_seed(0)
+    model = mod.Model().eval()
+    x = torch.randn(64, 32)
+    with torch.no_grad():
+        (got,) = run_graph(graph, model, [x])
+        torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+    cand = generate_for(path)
+    assert cand.handled, cand.reason
+    src = cand.source or ""
+    assert (
+        "self.get_submodule('moe')(" in src and "plain='self.moe (Experts) depends on data" in src
+    )
+    assert any(g.kind == "pointwise" or g.kind == "reduction" for g in cand.groups)

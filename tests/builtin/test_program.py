@@ -193,6 +193,17 @@ def test_runner_falls_back_when_capture_fails() -> None:
     assert runner.mode == "plain" and runner.captures == 0  # not retried for this signature
 
 
+def test_runner_told_the_program_syncs_never_captures() -> None:
+    """A program with a data-dependent PyTorch call (it syncs with the host) runs plainly from
+    the first call, and says why; no capture is attempted."""
+    body, be = Body(), FakeBackend()
+    runner = GraphRunner(body, backend=be, plain="self.moe (MoE) depends on data")
+    for v in (1.0, 2.0, 3.0):
+        assert runner(FakeTensor([v])).values == [2 * v]
+    assert runner.mode == "plain" and runner.captures == 0 and be.replays == 0
+    assert runner.reason == "plain launches: self.moe (MoE) depends on data"
+
+
 class SizedBackend(FakeBackend):
     """Each fake element stands for `scale` bytes, so sizes can be realistic."""
 

@@ -56,6 +56,13 @@ from stitch_lsp.compiler.worker.fallback import (
     spelled_call,
 )
 from stitch_lsp.compiler.worker.lowering import for_aten
+from stitch_lsp.compiler.worker.opaque_modules import (
+    DATA_DEPENDENT,
+    DataDependent,
+    NotOpaque,
+    marked,
+    module_at_fault,
+)
 from stitch_lsp.compiler.worker.spelling import leaf_rule, tables
 from stitch_lsp.compiler.worker.trace_patches import KnownValues, library_idioms_traceable
 
@@ -603,7 +610,7 @@ def capture_aten(
                 "captured whole or not at all (at the ATen level it unrolls step by step)"
             )
     try:
-        return _capture(model, inputs, input_names, path, functional=False)
+        return _opaque_where_needed(model, inputs, input_names, path, functional=False)
     except Unsupported as exc:
         if not any(why in str(exc) for why in _WRITES_THROUGH_VIEWS):
             raise
@@ -612,7 +619,7 @@ def capture_aten(
     # MViTv2's copy_ into slices of a new tensor): the functional trace spells them as
     # out-of-place ops and scatters into the base, and keeps the first refusal if it fails too.
     try:
-        graph = _capture(model, inputs, input_names, path, functional=True)
+        graph = _opaque_where_needed(model, inputs, input_names, path, functional=True)
     except Unsupported:
         raise first from None
     graph.notes.append(
@@ -620,6 +627,50 @@ def capture_aten(
         "into their base)"
     )
     return graph
+
+
+# How many times a trace may stop on data before the model is refused.
+MAX_OPAQUE_TRIES = 6
+
+
+def _opaque_where_needed(
+    model: nn.Module, inputs: list[Any], input_names: list[str], path: str | None, functional: bool
+) -> Graph:
+    """The trace, again with each data-dependent submodule's type as opaque PyTorch calls where
+    the trace stops on values (opaque_modules); the first refusal where that cannot help."""
+    types: dict[type, str] = {}
+    rejected: set[type] = set()  # types that cannot be one call (NotOpaque)
+    first: Unsupported | None = None
+    for _ in range(MAX_OPAQUE_TRIES):
+        with marked(model, types):
+            try:
+                graph = _capture(model, inputs, input_names, path, functional)
+            except (DataDependent, NotOpaque) as exc:
+                first = first or exc
+                at = exc.path
+                if isinstance(exc, NotOpaque) and at:
+                    kind = type(model.get_submodule(at))
+                    why = types.pop(kind, str(exc))
+                    rejected.add(kind)
+                else:
+                    why = str(exc).removeprefix("ATen-level capture failed: ")
+                # up from a module that cannot be one call, or that is one and still stops the
+                # trace (a parent calling it through a method other than forward)
+                while at and type(model.get_submodule(at)) in rejected | set(types):
+                    at = at.rpartition(".")[0]
+                if not at:
+                    raise first from None
+                types[type(model.get_submodule(at))] = why
+                continue
+        names = sorted(t.__name__ for t in types)
+        if names:
+            graph.notes.append(
+                f"data-dependent modules run as PyTorch calls ({', '.join(names)}): the "
+                "program runs on plain launches"
+            )
+        return graph
+    assert first is not None
+    raise first
 
 
 # The refusals a functional trace can lift: writes through views, and copies into slices.
@@ -639,9 +690,10 @@ def _capture(
         raise
     except Exception as exc:
         where = where_suffix(traceback_frames(exc.__traceback__), path)
-        raise Unsupported(
-            f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}{where}"
-        ) from exc
+        message = f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}{where}"
+        if type(exc).__name__ in DATA_DEPENDENT:
+            raise DataDependent(message, module_at_fault(exc, model)) from exc
+        raise Unsupported(message) from exc
     folded = fold_constant_masks(gm)
     count = len(gm.graph.nodes)
     if count > MAX_ATEN_NODES:

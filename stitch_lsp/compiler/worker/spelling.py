@@ -63,7 +63,13 @@ def tables() -> tuple[
 
 
 def leaf_rule(module: torch.nn.Module) -> LeafModule | None:
-    """The catalog's LeafModule entry for this module's type (subclasses match), if any."""
+    """The catalog's LeafModule entry for this module's type (subclasses match), if any; a
+    data-dependent module marked opaque for this trace has the opaque call's rule."""
+    from stitch_lsp.compiler.worker.opaque_modules import rule_for
+
+    opaque = rule_for(module)
+    if opaque is not None:
+        return opaque
     for rule in catalog.LEAF_MODULES:
         for name in rule.modules:
             cls = resolve(name)
