@@ -408,3 +408,45 @@ def test_a_data_dependent_submodule_runs_as_a_pytorch_call(tmp_path: Path) -> No
         "self.get_submodule('moe')(" in src and "plain='self.moe (Experts) depends on data" in src
     )
     assert any(g.kind == "pointwise" or g.kind == "reduction" for g in cand.groups)
+
+
+def test_a_module_called_through_another_method_is_made_opaque_by_its_caller(
+    tmp_path: Path,
+) -> None:
+    """JetMoE's attention calls its experts through `.map()`, not forward: making the experts
+    one call does not stop the trace there, so the module whose forward calls `.map()` becomes
+    the call; the model's own ops around it are still generated."""
+    source = (
+        DATA_DEPENDENT_MOE.replace(
+            "    def forward(self, x):\n        top, counts = self.router(x)",
+            "    def forward(self, x):\n        return self.map(x)\n\n"
+            "    def map(self, x):\n        top, counts = self.router(x)",
+        )
+        .replace(
+            "class Model(nn.Module):",
+            "class Block(nn.Module):\n"
+            "    def __init__(self):\n"
+            "        super().__init__()\n"
+            "        self.moe = Experts(32, 4)\n\n"
+            "    def forward(self, h):\n"
+            "        return self.moe.map(h) * 0.5\n\n\n"
+            "class Model(nn.Module):",
+        )
+        .replace(
+            "        self.moe = Experts(32, 4)\n\n    def forward(self, x):",
+            "        self.block = Block()\n\n    def forward(self, x):",
+        )
+        .replace("self.moe(h)", "self.block(h)")
+    )
+    path = tmp_path / "moe_through_map.py"
+    path.write_text(source)
+    graph = _capture(path)
+    calls = [n.params["call"] for n in graph.nodes if n.kind == "aten" and n.params.get("syncs")]
+    assert calls == ["self.get_submodule('block')({0})"]
+    mod = import_path(path, "moe_through_map")
+    torch.manual_seed(0)
+    model = mod.Model().eval()
+    x = torch.randn(64, 32)
+    with torch.no_grad():
+        (got,) = run_graph(graph, model, [x])
+        torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)

@@ -642,7 +642,7 @@ def _opaque_where_needed(
     rejected: set[type] = set()  # types that cannot be one call (NotOpaque)
     first: Unsupported | None = None
     for _ in range(MAX_OPAQUE_TRIES):
-        with marked(model, types):
+        with marked(model, types) as used:
             try:
                 graph = _capture(model, inputs, input_names, path, functional)
             except (DataDependent, NotOpaque) as exc:
@@ -662,7 +662,7 @@ def _opaque_where_needed(
                     raise first from None
                 types[type(model.get_submodule(at))] = why
                 continue
-        names = sorted(t.__name__ for t in types)
+        names = sorted(t.__name__ for t in used)
         if names:
             graph.notes.append(
                 f"data-dependent modules run as PyTorch calls ({', '.join(names)}): the "

@@ -41,9 +41,12 @@ def _sdpa(
     scale: float | None,
     enable_gqa: bool,
 ) -> torch.Tensor:
-    return torch.nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
-    )
+    # Run for real only inside a trace (a data-dependent module's CPU run, opaque_modules),
+    # where F's sdpa is this op's own entry: the ATen function itself, past any mode.
+    with torch._C.DisableTorchFunction():
+        return torch._C._nn.scaled_dot_product_attention(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
 
 
 @_sdpa.register_fake

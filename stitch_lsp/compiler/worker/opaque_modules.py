@@ -89,17 +89,19 @@ def module_at_fault(exc: BaseException, model: nn.Module) -> str | None:
 
 
 @contextlib.contextmanager
-def marked(model: nn.Module, types: dict[type, str]) -> Iterator[None]:
+def marked(model: nn.Module, types: dict[type, str]) -> Iterator[set[type]]:
     """Every module of these types (outside another such module) is opaque while tracing;
-    `types` says why each is."""
+    `types` says why each is. Yields the types that have such a module."""
     inside: list[str] = []
+    used: set[type] = set()
     for path, mod in model.named_modules():
         if path and type(mod) in types and not any(path.startswith(p + ".") for p in inside):
             inside.append(path)
             _MARKED[id(mod)] = (path, types[type(mod)])
             _CLEAN[id(mod)] = copy.deepcopy(mod)  # on the meta device: no memory
+            used.add(type(mod))
     try:
-        yield
+        yield used
     finally:
         _MARKED.clear()
         _CLEAN.clear()
