@@ -351,11 +351,12 @@ def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[s
     # stages launch per time step, so for them the graph is always tried.
     per_call = len(groups) - len(prep)
     stages = None if any(g.kind == "rnn" for g in groups) else max(1, per_call)
-    # a submodule run as PyTorch code because it depends on data syncs with the host
+    # a submodule run as PyTorch code (its forward depends on data, or changes its own
+    # weights): it may sync with the host, which a CUDA graph cannot capture
     syncs = [n for g in groups for n in g.nodes if n.kind == "aten" and n.params.get("syncs")]
     plain = ""
     if syncs:
-        why = f"{syncs[0].params.get('display')} depends on data and syncs with the host"
+        why = f"{syncs[0].params.get('display')}: {syncs[0].params.get('why')}"
         plain = f", plain={why!r}"
     lines = [
         "    def _stitch_params(self):",

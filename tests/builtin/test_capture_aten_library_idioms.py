@@ -230,10 +230,56 @@ def test_a_forward_the_plain_trace_takes_is_not_traced_functionally(tmp_path: Pa
 
 
 def test_a_module_moved_to_another_type_inside_forward_is_refused(tmp_path: Path) -> None:
-    # to its own type it is captured (test_library_idiom_is_captured_faithfully[module_to])
+    # to its own type it is captured (test_library_idiom_is_captured_faithfully[module_to]);
+    # in the model's own forward there is no submodule to run as a PyTorch call
     to_half = MODULE_TO.replace("torch.float32", "torch.float16")
     with pytest.raises(Unsupported, match=r"Linear.to\(torch.float16\) inside forward"):
         _aten_capture(write_problem(tmp_path, "module_to_half", to_half))
+
+
+ROUTER_TO = """
+import torch
+import torch.nn as nn
+
+
+class Router(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        self.fc = self.fc.to(torch.float64)  # Switch Transformers' router, "for stability"
+        return torch.softmax(self.fc(x.double()), dim=-1).float()
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.router = Router()
+
+    def forward(self, x):
+        return self.router(torch.relu(x)) * 2.0
+
+
+def get_inputs():
+    return [torch.randn(3, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_submodule_that_changes_its_weights_type_runs_as_a_pytorch_call(tmp_path: Path) -> None:
+    """The router converts its own weights on its first call, as the reference's does when the
+    program calls it; the ReLU and the scale around it are generated."""
+    path = tmp_path / "router_to.py"
+    path.write_text(ROUTER_TO)
+    graph = _aten_capture(path)
+    calls = [n.params["call"] for n in graph.nodes if n.kind == "aten" and n.params.get("syncs")]
+    assert calls == ["self.get_submodule('router')({0})"]
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
 
 
 # Funnel's relative-position bounds (`.item()` of arithmetic on an arange) and Longformer's

@@ -648,6 +648,8 @@ def _opaque_where_needed(
             except (DataDependent, NotOpaque) as exc:
                 first = first or exc
                 at = exc.path
+                if at is None:  # raised by a patch (a module's .to() in forward): its caller
+                    at = module_at_fault(exc, model)
                 if isinstance(exc, NotOpaque) and at:
                     kind = type(model.get_submodule(at))
                     why = types.pop(kind, str(exc))

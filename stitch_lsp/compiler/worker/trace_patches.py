@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils.weak import WeakIdKeyDictionary
 
 from stitch_lsp.compiler.ir import Unsupported
+from stitch_lsp.compiler.worker.opaque_modules import DataDependent
 
 
 @contextlib.contextmanager
@@ -82,13 +83,20 @@ def _module_to_in_forward() -> Iterator[None]:
     conversion that would change the weights' type is refused by name: the reference would
     round its weights on every call."""
 
+    original = nn.Module.to
+
     def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
         _, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
         floats = [t for t in (*self.parameters(), *self.buffers()) if t.is_floating_point()]
         if dtype is None or all(t.dtype == dtype for t in floats):
             return self
-        raise Unsupported(
-            f"{type(self).__name__}.to({dtype}) inside forward converts its weights on every call"
+        if not any(t.is_meta or isinstance(t, FakeTensor) for t in floats):
+            return original(self, *args, **kwargs)  # a real module (opaque_modules' CPU run)
+        # the module that calls this becomes a PyTorch call (opaque_modules), which converts
+        # its weights on its first call as the reference does
+        raise DataDependent(
+            f"{type(self).__name__}.to({dtype}) inside forward changes the module's weights",
+            None,
         )
 
     with _swapped(nn.Module, "to", to):
