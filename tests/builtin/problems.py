@@ -232,3 +232,46 @@ PROBLEMS["rotate_half_after_linear"] = problem(
     "return y * self.cos + torch.cat((-x2, torch.tanh(x1)), dim=-1) * 0.5",
     "torch.randn(6, 32)",
 )
+# A static cache written through index_copy_: a store of the tanh kernel, into slots 4, 0, 2.
+PROBLEMS["cache_index_copy"] = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2, 5, 6, 8))
+
+    def forward(self, x, idx):
+        self.cache.index_copy_(2, idx, torch.tanh(x) * 2)
+        return self.cache.sum(dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 3, 8), torch.tensor([4, 0, 2])]
+
+
+def get_init_inputs():
+    return []
+"""
+# Two kernels that neither read what the other writes: one launch, two block ranges.
+PROBLEMS["two_independent_kernels"] = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        a = torch.tanh(x) * 3.0
+        b = torch.sigmoid(y) - 0.5
+        return torch.cat([a.flatten(), b.flatten()])
+
+
+def get_inputs():
+    return [torch.randn(16, 256), torch.randn(7, 143)]
+
+
+def get_init_inputs():
+    return []
+"""

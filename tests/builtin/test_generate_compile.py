@@ -36,17 +36,19 @@ COMPILE_SET = [
     "argmax_middle",
     "split_tile_batch_norm_1d",
     "rotate_half_after_linear",
+    "cache_index_copy",
+    "two_independent_kernels",
 ]
 
 
 def _cuda_for(path: Path) -> str:
     from stitch_lsp.compiler.codegen import Codegen
-    from stitch_lsp.compiler.partition import partition
+    from stitch_lsp.compiler.stages import plan_stages
     from stitch_lsp.compiler.worker.capture import capture
 
     graph = capture(path)
     # cuBLAS headers may be missing on a CPU-only toolkit; the fused kernels are what we check.
-    return Codegen(graph, partition(graph)).cuda_source(with_gemm=_has_cublas())
+    return Codegen(graph, plan_stages(graph)).cuda_source(with_gemm=_has_cublas())
 
 
 def _has_cublas() -> bool:

@@ -14,6 +14,7 @@ import pytest
 
 from .helpers import generate_for
 from .host_kernels import check_program, nvcc_include, seeded_problem
+from .problems import PROBLEMS
 from .test_program import WINDOW_ROLL
 
 torch = pytest.importorskip("torch")
@@ -417,35 +418,11 @@ def test_rows_kept_in_registers_between_passes(tmp_path: Path, dtype: str) -> No
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
 
 
-CACHE_WRITE = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("cache", torch.zeros(2, 5, 6, 8))
-
-    def forward(self, x, idx):
-        self.cache.index_copy_(2, idx, torch.tanh(x) * 2)
-        return self.cache.sum(dim=-1)
-
-
-def get_inputs():
-    return [torch.randn(2, 5, 3, 8), torch.tensor([4, 0, 2])]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
 def test_a_cache_write_lands_in_its_slots(tmp_path: Path) -> None:
     """`cache.index_copy_(2, idx, tanh(x) * 2)` is a store of the tanh kernel: each element
     lands in the slot its index names, and the rows no index names keep what they held."""
     path = tmp_path / "cache_write.py"
-    path.write_text(CACHE_WRITE)
+    path.write_text(PROBLEMS["cache_index_copy"])
     cand = generate_for(path)
     assert cand.handled, cand.reason
     (store,) = [g for g in cand.groups if "torch.index_copy_" in " ".join(g.ops)]
@@ -463,33 +440,12 @@ def test_the_decode_steps_kernels_with_their_cache_writes(monkeypatch: pytest.Mo
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
 
 
-TWO_KERNELS = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x, y):
-        a = torch.tanh(x) * 3.0
-        b = torch.sigmoid(y) - 0.5
-        return torch.cat([a.flatten(), b.flatten()])
-
-
-def get_inputs():
-    return [torch.randn(16, 256), torch.randn(7, 143)]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
 def test_independent_kernels_share_one_launch(tmp_path: Path) -> None:
     """The tanh and the sigmoid read and write different tensors: one launch runs both, each in
     its own block range (4096 elements by float4, 1001 one at a time); the cat reads both, so
     it stays a launch of its own. Run on the host through both paths of the launcher."""
     path = tmp_path / "two_kernels.py"
-    path.write_text(TWO_KERNELS)
+    path.write_text(PROBLEMS["two_independent_kernels"])
     cand = generate_for(path)
     assert cand.handled, cand.reason
     ops = [" ".join(g.ops) for g in cand.groups]
