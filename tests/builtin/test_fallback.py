@@ -449,3 +449,20 @@ def test_a_module_called_through_another_method_is_made_opaque_by_its_caller(
     with torch.no_grad():
         (got,) = run_graph(graph, model, [x])
         torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_data_dependent_module_too_large_to_run_on_the_cpu_is_refused_with_both_reasons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its output shapes come from a CPU copy; past the size limit the model is refused, and the
+    message says where the trace stopped and why the module could not be a PyTorch call."""
+    from stitch_lsp.compiler.worker import opaque_modules
+
+    monkeypatch.setattr(opaque_modules, "MAX_CPU_BYTES", 1024)
+    path = tmp_path / "data_dependent_moe_big.py"
+    path.write_text(DATA_DEPENDENT_MOE)
+    with pytest.raises(Unsupported) as err:
+        _capture(path)
+    message = str(err.value)
+    assert "aten.bincount" in message  # where the trace stopped
+    assert "cannot run as a PyTorch call" in message and "too large to run on the CPU" in message

@@ -661,6 +661,10 @@ def _opaque_where_needed(
                 while at and type(model.get_submodule(at)) in rejected | set(types):
                     at = at.rpartition(".")[0]
                 if not at:
+                    if isinstance(exc, NotOpaque):  # why the module around it cannot be a call
+                        raise Unsupported(
+                            f"{first} (and it cannot run as a PyTorch call: {exc})"
+                        ) from None
                     raise first from None
                 types[type(model.get_submodule(at))] = why
                 continue

@@ -111,8 +111,8 @@ def _cpu_twin(module: nn.Module, path: str) -> nn.Module:
     size = sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
     if size > MAX_CPU_BYTES:
         raise NotOpaque(
-            f"{display_path(path)} depends on data and is {size / 2**30:.1f} GiB: too large to "
-            "run on the CPU for its output shapes",
+            f"{display_path(path)} depends on data and holds {_size(size)} of weights: too large "
+            f"to run on the CPU for its output shapes (at most {_size(MAX_CPU_BYTES)})",
             path,
         )
     twin = copy.deepcopy(module).to_empty(device="cpu")
@@ -124,6 +124,13 @@ def _cpu_twin(module: nn.Module, path: str) -> nn.Module:
             else:
                 t.zero_()
     return twin.eval()
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _real(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
