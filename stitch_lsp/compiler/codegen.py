@@ -459,7 +459,7 @@ class _GroupGen:
             coord = f"((f / {trail}) % {shape[i]})" if shape[i] != 1 else "0"
             trail *= shape[i]
             if i == dim:
-                slot = f"{self.arg_of[index.vid].load(coord)}"
+                slot = self.arg_of[index.vid].load(coord)
                 terms.append(f"{sid} * {bstrides[i]}LL")
             elif shape[i] != 1:
                 terms.append(f"{coord} * {bstrides[i]}LL")
@@ -1209,7 +1209,7 @@ class Codegen:
         uniq = list(dict.fromkeys(ops))
         comment = ", ".join(uniq)
         if g.parts:
-            src = self._combined(g, args)
+            src = self._combined(g, args, arg_of)
         elif g.kind == "pointwise":
             src = self._pointwise(g, gen, args)
         else:
@@ -1260,10 +1260,9 @@ class Codegen:
         ]
         return "\n".join(lines) + "\n\n" + self._launcher(g, args, launch)
 
-    def _combined(self, g: Group, args: list[Arg]) -> str:
+    def _combined(self, g: Group, args: list[Arg], arg_of: dict[int, Arg]) -> str:
         """Independent pointwise kernels as one launch: block ranges [b{k-1}, b{k}) run part k,
         each over its own elements with its own vector path, grid-stride within its range."""
-        arg_of = {a.vid: a for a in args}
         sig = self._signature(g.name, args)
         names = ", ".join(a.name for a in args)
         ends = [f"b{k}" for k in range(len(g.parts))]

@@ -45,6 +45,17 @@ class Const:
 
 Operand = Use | Const
 
+
+def float_source(v: float) -> str:
+    """A number as generated Python writes it: `float('inf')` and `float('nan')`, which repr
+    would leave as names no module defines."""
+    if math.isnan(v):
+        return "float('nan')"
+    if math.isinf(v):
+        return "float('inf')" if v > 0 else "float('-inf')"
+    return repr(v)
+
+
 LeafKind = Literal["input", "param", "buffer", "factory"]  # factory: torch.randn(...) in forward
 
 

@@ -124,6 +124,11 @@ class Group:
     def passes(self) -> int:
         return max((self.level[n.vid] for n in self.nodes if n.kind == "reduce"), default=0)
 
+    @property
+    def stored_buffers(self) -> set[int]:
+        """The buffers this kernel's index stores write (a KV cache), at positions of their own."""
+        return {s.uses[2].vid for s in self.sinks if s.kind == "index_store"}
+
     def owns(self, vid: int) -> bool:
         return vid in self.space or any(n.vid == vid for n in self.nodes)
 
@@ -209,10 +214,10 @@ def _try_add(g: Group, node: Node) -> bool:
     internal = [u for u in node.uses if u.vid in g.space]
     if any(u.strided or u.trans for u in internal):
         return False  # read at other positions than the group's own index: from memory
-    stored = [s for s in g.sinks if s.kind == "index_store"]
+    stored = g.stored_buffers
     if stored and node.kind == "reduce":
         return False  # the store is a pointwise kernel's
-    if any(u.vid == s.uses[2].vid for s in stored for u in node.uses):
+    if any(u.vid in stored for u in node.uses):
         return False  # reads a buffer the group writes at other positions
     if node.kind == "reduce":
         x = node.args[0]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import math
 import re
 from dataclasses import dataclass, field
 
@@ -23,7 +22,7 @@ from stitch_lsp.compiler.attr_path import (
     is_identifier,
 )
 from stitch_lsp.compiler.codegen import Codegen, GroupKernel
-from stitch_lsp.compiler.ir import Graph, Node, Unsupported, Use, numel
+from stitch_lsp.compiler.ir import Graph, Node, Unsupported, Use, float_source, numel
 from stitch_lsp.compiler.layout import strides_of
 from stitch_lsp.compiler.memplan import Buffer, Placement, plan
 from stitch_lsp.compiler.partition import Group, reads
@@ -282,8 +281,8 @@ _LEAF_INDEX = re.compile(r"leaves\[(\d+)\]")
 
 def _source(value: object) -> str:
     """A default's value as source: `float('inf')` where repr writes an undefined `inf`."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"
+    if isinstance(value, float):
+        return float_source(value)
     if isinstance(value, tuple):
         return "(" + ", ".join(_source(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     return repr(value)

@@ -70,7 +70,7 @@ def _reads(graph: Graph, g: Group) -> set[int]:
 
 def _writes(g: Group) -> set[int]:
     """What a pointwise kernel writes: its outputs and the buffers its stores fill."""
-    return set(g.outputs) | {s.uses[2].vid for s in g.sinks if s.kind == "index_store"}
+    return set(g.outputs) | g.stored_buffers
 
 
 def combine_pointwise(graph: Graph, groups: list[Group]) -> list[Group]:

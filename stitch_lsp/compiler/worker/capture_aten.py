@@ -647,9 +647,7 @@ def _opaque_where_needed(
                 graph = _capture(model, inputs, input_names, path, functional)
             except (DataDependent, NotOpaque) as exc:
                 first = first or exc
-                at = exc.path
-                if at is None:  # raised by a patch (a module's .to() in forward): its caller
-                    at = module_at_fault(exc, model)
+                at = exc.path if isinstance(exc, NotOpaque) else module_at_fault(exc, model)
                 if isinstance(exc, NotOpaque) and at:
                     kind = type(model.get_submodule(at))
                     why = types.pop(kind, str(exc))
@@ -698,7 +696,7 @@ def _capture(
         where = where_suffix(traceback_frames(exc.__traceback__), path)
         message = f"ATen-level capture failed: {type(exc).__name__}: {_first_line(exc)}{where}"
         if type(exc).__name__ in DATA_DEPENDENT:
-            raise DataDependent(message, module_at_fault(exc, model)) from exc
+            raise DataDependent(message) from exc
         raise Unsupported(message) from exc
     folded = fold_constant_masks(gm)
     count = len(gm.graph.nodes)

@@ -16,14 +16,13 @@ What may not fall back, and why:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 
-from stitch_lsp.compiler.ir import Shape, Unsupported, Use
+from stitch_lsp.compiler.ir import Shape, Unsupported, Use, float_source
 from stitch_lsp.compiler.ops import is_anchor
 
 # dtypes a fallback's result may have, as IR dtype names; kernels read only float32 and bool.
@@ -113,11 +112,7 @@ def _literal(v: Any, call: Call, value_of: Any) -> str:
     if v is None or isinstance(v, (bool, int)):
         return repr(v)
     if isinstance(v, float):
-        if math.isnan(v):
-            return "float('nan')"
-        if math.isinf(v):
-            return "float('inf')" if v > 0 else "float('-inf')"
-        return repr(v)
+        return float_source(v)
     if isinstance(v, torch.dtype):
         return str(v)  # torch.float32
     if isinstance(v, torch.device):
@@ -133,9 +128,19 @@ def _literal(v: Any, call: Call, value_of: Any) -> str:
 
 
 def python_literal(value: Any) -> str:
-    """`value` (numbers, including inf and nan, and lists of them) as Python source that needs
-    no import: `float('-inf')`, where repr would write `-inf`."""
+    """`value` (numbers, including inf and nan, strings, and lists of them) as Python source
+    that needs no import, ready for `str.format`: `float('-inf')`, where repr writes `-inf`."""
     return _literal(value, Call(""), None)
+
+
+def spelled_arguments(args: Any, kwargs: dict[str, Any], value_of: Any = None) -> Call:
+    """`a, b, name=c` as a template: each tensor operand (a `Use`, or an fx node `value_of`
+    maps to one) is a slot `{i}`, everything else a literal."""
+    call = Call("")
+    spelled = [_literal(a, call, value_of) for a in args]
+    spelled += [f"{k}={_literal(v, call, value_of)}" for k, v in kwargs.items()]
+    call.template = ", ".join(spelled)
+    return call
 
 
 def spelled_call(
@@ -148,10 +153,8 @@ def spelled_call(
     overload = getattr(target, "_overloadname", None)
     if packet is None or overload is None:
         raise Unsupported("not an ATen operator")
-    call = Call("")
-    spelled = [_literal(a, call, value_of) for a in (n.args if args is None else args)]
-    spelled += [f"{k}={_literal(v, call, value_of)}" for k, v in n.kwargs.items()]
-    call.template = f"torch.ops.aten.{packet.__name__}.{overload}({', '.join(spelled)})"
+    call = spelled_arguments(n.args if args is None else args, dict(n.kwargs), value_of)
+    call.template = f"torch.ops.aten.{packet.__name__}.{overload}({call.template})"
     return call
 
 

@@ -27,8 +27,8 @@ from torch import nn
 
 from stitch_lsp.compiler.attr_path import display_path
 from stitch_lsp.compiler.catalog import LeafModule
-from stitch_lsp.compiler.ir import Unsupported, Use
-from stitch_lsp.compiler.worker.fallback import DTYPES, NotPlain, python_literal
+from stitch_lsp.compiler.ir import Unsupported
+from stitch_lsp.compiler.worker.fallback import DTYPES, NotPlain, python_literal, spelled_arguments
 
 # Exceptions a fake-tensor trace raises where values decide shapes or control flow.
 DATA_DEPENDENT = (
@@ -46,19 +46,15 @@ RULE = LeafModule(
     note="a data-dependent submodule, called as PyTorch code",
 )
 
-_MARKED: dict[int, tuple[str, str]] = {}  # id(module) -> (path, why), while a trace runs
+# id(module) -> (path, why, a copy made before the trace), while a trace runs. The copy's
+# parameters are its own (the trace swaps in fake tensors): the CPU twin is made of it.
+_MARKED: dict[int, tuple[str, str, nn.Module]] = {}
 _SHAPES: dict[tuple[Any, ...], Any] = {}  # (type, signature) -> output structure on the CPU
-# id(module) -> a copy made before the trace, whose parameters are its own (the trace swaps in
-# fake tensors), from which the CPU twin is built
-_CLEAN: dict[int, nn.Module] = {}
 
 
 class DataDependent(Unsupported):
-    """A trace stopped on values: `path` is the innermost module whose forward raised."""
-
-    def __init__(self, message: str, path: str | None) -> None:
-        super().__init__(message)
-        self.path = path
+    """A trace stopped where a submodule must run as PyTorch code: values decide its shapes or
+    control flow, or its forward changes its own weights (`module_at_fault` finds which)."""
 
 
 class NotOpaque(Unsupported):
@@ -75,16 +71,17 @@ def rule_for(module: nn.Module) -> LeafModule | None:
 
 def module_at_fault(exc: BaseException, model: nn.Module) -> str | None:
     """The path of the innermost submodule (not the model itself) whose forward is on the
-    exception's traceback, or None."""
+    traceback of the exception, or of the one it was raised from, or None."""
     paths = {id(m): p for p, m in model.named_modules() if p}
     found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        owner = frame.f_locals.get("self")
-        if frame.f_code.co_name == "forward" and owner is not None and id(owner) in paths:
-            found = paths[id(owner)]
-        tb = tb.tb_next
+    for e in (exc, exc.__cause__):
+        tb = e.__traceback__ if e is not None else None
+        while tb is not None:
+            frame = tb.tb_frame
+            owner = frame.f_locals.get("self")
+            if frame.f_code.co_name == "forward" and owner is not None and id(owner) in paths:
+                found = paths[id(owner)]
+            tb = tb.tb_next
     return found
 
 
@@ -97,17 +94,16 @@ def marked(model: nn.Module, types: dict[type, str]) -> Iterator[set[type]]:
     for path, mod in model.named_modules():
         if path and type(mod) in types and not any(path.startswith(p + ".") for p in inside):
             inside.append(path)
-            _MARKED[id(mod)] = (path, types[type(mod)])
-            _CLEAN[id(mod)] = copy.deepcopy(mod)  # on the meta device: no memory
+            _MARKED[id(mod)] = (path, types[type(mod)], copy.deepcopy(mod))  # on meta: free
             used.add(type(mod))
     try:
         yield used
     finally:
         _MARKED.clear()
-        _CLEAN.clear()
 
 
 def _cpu_twin(module: nn.Module, path: str) -> nn.Module:
+    """`module` (a copy made for this, on meta) moved to the CPU with random weights."""
     size = sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
     if size > MAX_CPU_BYTES:
         raise NotOpaque(
@@ -115,7 +111,7 @@ def _cpu_twin(module: nn.Module, path: str) -> nn.Module:
             f"to run on the CPU for its output shapes (at most {_size(MAX_CPU_BYTES)})",
             path,
         )
-    twin = copy.deepcopy(module).to_empty(device="cpu")
+    twin = module.to_empty(device="cpu")
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for t in [*twin.parameters(), *twin.buffers()]:
@@ -143,7 +139,7 @@ def _real(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
 
 def opaque_outputs(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
     """The module's outputs as empty tensors on the traced device, their shapes from a CPU run."""
-    path = _MARKED.get(id(module), (type(module).__name__, ""))[0]
+    path, _, clean = _MARKED[id(module)]
     flat, spec = pytree.tree_flatten((args, kwargs))
     tensors = [x for x in flat if isinstance(x, torch.Tensor)]
     device = tensors[0].device if tensors else torch.device("meta")
@@ -157,7 +153,7 @@ def opaque_outputs(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
             real = [_real(x, gen) if isinstance(x, torch.Tensor) else x for x in flat]
             r_args, r_kwargs = pytree.tree_unflatten(real, spec)
             try:
-                twin = _cpu_twin(_CLEAN.get(id(module), module), path)
+                twin = _cpu_twin(clean, path)
                 out = type(module).forward(twin, *r_args, **r_kwargs)
             except NotOpaque:
                 raise
@@ -191,30 +187,17 @@ def opaque_outputs(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
 
 def capture_opaque(call: Any) -> Any:
     """One `aten` node that calls the module by its path; its outputs are the node's items."""
-    operands: list[Use] = []
-
-    def spell(v: Any) -> str:
-        if isinstance(v, Use):
-            operands.append(v)
-            return "{" + str(len(operands) - 1) + "}"
-        if isinstance(v, (list, tuple)):
-            inner = ", ".join(spell(x) for x in v)
-            return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
-        try:
-            return python_literal(v)
-        except NotPlain as exc:
-            raise NotOpaque(
-                f"{call.expr} depends on data, and an argument of its call ({exc}) has no "
-                "source spelling",
-                call.path,
-            ) from exc
-
-    spelled = [spell(a) for a in call.args] + [f"{k}={spell(v)}" for k, v in call.kwargs.items()]
-    template = f"self.get_submodule({call.path!r})({', '.join(spelled)})"
-    template = template.replace("{", "{{").replace("}", "}}")
-    for i in range(len(operands)):
-        template = template.replace("{{" + str(i) + "}}", "{" + str(i) + "}")
-    why = _MARKED.get(id(call.module), ("", "its forward depends on data"))[1]
+    try:
+        spelled = spelled_arguments(call.args, call.kwargs)
+    except NotPlain as exc:
+        raise NotOpaque(
+            f"{call.expr} depends on data, and an argument of its call ({exc}) has no source "
+            "spelling",
+            call.path,
+        ) from exc
+    template = f"self.get_submodule({python_literal(call.path)})({spelled.template})"
+    operands = spelled.operands
+    why = _MARKED[id(call.module)][1]
     said = {
         "why": f"{why}; the module runs as PyTorch code",
         "site": call.origin,

@@ -80,9 +80,9 @@ def _module_to_in_forward() -> Iterator[None]:
     """`self.classifier = self.classifier.to(self.dtype)` inside forward (Switch Transformers'
     router, kept in float32 "for stability"): on a module already of that type it changes
     nothing, and is a no-op here (PyTorch could not swap the trace's stand-in parameters). A
-    conversion that would change the weights' type is refused by name: the reference would
-    round its weights on every call."""
-
+    conversion that would change the weights' type makes the calling module a PyTorch call
+    (opaque_modules), which converts them on its first call as the reference does; on a real
+    module (that call's CPU run for its output shapes) it converts as usual."""
     original = nn.Module.to
 
     def to(self: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
@@ -95,8 +95,7 @@ def _module_to_in_forward() -> Iterator[None]:
         # the module that calls this becomes a PyTorch call (opaque_modules), which converts
         # its weights on its first call as the reference does
         raise DataDependent(
-            f"{type(self).__name__}.to({dtype}) inside forward changes the module's weights",
-            None,
+            f"{type(self).__name__}.to({dtype}) inside forward changes the module's weights"
         )
 
     with _swapped(nn.Module, "to", to):
