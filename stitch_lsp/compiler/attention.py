@@ -128,12 +128,35 @@ __device__ __forceinline__ void stitch_attn_rows(unsigned short* s, const unsign
     }
   }
 }
-// MASK: 0 none, 1 boolean (keep where nonzero), 2 additive. Grid: (ceil(lq / 64) * splits,
-// heads, batch). With SPLIT (few query rows, many keys: a decode step) each CTA takes kchunk
-// keys and writes its rows' running max (log2 units), sum and unnormalised output in fp32 to
-// `part`; stitch_flash_combine merges the splits. Shared memory (dynamic): two K tiles and two
-// V tiles, 64 rows each, double-buffered; the query tile borrows the second K buffer first.
-template <typename T, int D, int DV, bool CAUSAL, int MASK, typename MT, bool VEC, bool SPLIT>
+// With PACK (grouped-query attention over few query rows: a decode step), a tile's 64 rows are
+// the (query head, query row) pairs of one key/value head's group, row p being head p / lq of the
+// group at query row p % lq: K and V are read once per group instead of once per query head.
+// Rows r0.. of that packed Q into shared memory (row pitch P), zeros past the group's rows.
+template <int W, int P, bool VEC>
+__device__ __forceinline__ void stitch_attn_packed_q(unsigned short* s, const unsigned short* q,
+                                                     const StitchAttnDims& d, int hk, int r0) {
+  constexpr int C = VEC ? W / 8 : W;
+  const int n = d.group * d.lq;
+  for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
+    const int r = i / C, c = (i % C) * (VEC ? 8 : 1);
+    const int p = r0 + r;
+    const bool in = p < n;
+    const long long at = in ? (hk * d.group + p / d.lq) * d.q_h + (p % d.lq) * d.q_l + c : 0;
+    if (VEC) {
+      stitch_cp16(s + r * P + c, q + at, in);
+    } else {
+      s[r * P + c] = in ? q[at] : (unsigned short)0;
+    }
+  }
+}
+// MASK: 0 none, 1 boolean (keep where nonzero), 2 additive. Grid: (ceil(rows / 64) * splits,
+// heads (key/value heads with PACK), batch). With SPLIT (few query rows, many keys: a decode
+// step) each CTA takes kchunk keys and writes its rows' running max (log2 units), sum and
+// unnormalised output in fp32 to `part`; stitch_flash_combine merges the splits. Shared memory
+// (dynamic): two K tiles and two V tiles, 64 rows each, double-buffered; the query tile borrows
+// the second K buffer first.
+template <typename T, int D, int DV, bool CAUSAL, int MASK, typename MT, bool VEC, bool SPLIT,
+          bool PACK>
 __global__ void __launch_bounds__(128)
 stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* __restrict__ v_,
                   const MT* __restrict__ mask, T* __restrict__ out, float* __restrict__ part,
@@ -144,16 +167,34 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
   unsigned short* const ks = stitch_attn_smem;             // K tiles: ks + buf * 64 * KP
   unsigned short* const vs = stitch_attn_smem + 128 * KP;  // V tiles: vs + buf * 64 * VP
   const int split = SPLIT ? (int)(blockIdx.x % d.splits) : 0;
-  const int b = blockIdx.z, h = blockIdx.y;
+  const int b = blockIdx.z;
   const int m0 = (SPLIT ? (int)(blockIdx.x / d.splits) : (int)blockIdx.x) * 64;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int hk = h / d.group;
-  const unsigned short* q = reinterpret_cast<const unsigned short*>(q_) + b * d.q_b + h * d.q_h;
+  const int hk = PACK ? (int)blockIdx.y : (int)blockIdx.y / d.group;
+  const unsigned short* q = reinterpret_cast<const unsigned short*>(q_) + b * d.q_b;
   const unsigned short* k = reinterpret_cast<const unsigned short*>(k_) + b * d.k_b + hk * d.k_h;
   const unsigned short* v = reinterpret_cast<const unsigned short*>(v_) + b * d.v_b + hk * d.v_h;
+  // This thread's two rows of the tile: whether each is a row at all, its query row and head.
+  const int rows = PACK ? d.group * d.lq : d.lq;
+  const int p0 = m0 + warp * 16 + g;
+  const int pr[2] = {p0, p0 + 8};
+  bool valid[2];
+  int qrow[2], head[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    valid[i] = pr[i] < rows;
+    qrow[i] = PACK ? pr[i] % d.lq : pr[i];
+    head[i] = PACK ? hk * d.group + min(pr[i] / d.lq, d.group - 1) : (int)blockIdx.y;
+  }
   const int kbeg = split * d.kchunk;
-  const int kend = min(CAUSAL ? min(d.lk, m0 + 64) : d.lk, (split + 1) * d.kchunk);
-  stitch_attn_rows<D, KP, VEC>(ks + 64 * KP, q, d.q_l, m0, d.lq);
+  // causal: no key past the tile's last query row (any row of the group's with PACK)
+  const int klast = CAUSAL ? min(d.lk, PACK ? d.lq : m0 + 64) : d.lk;
+  const int kend = min(klast, (split + 1) * d.kchunk);
+  if (PACK) {
+    stitch_attn_packed_q<D, KP, VEC>(ks + 64 * KP, q, d, hk, m0);
+  } else {
+    stitch_attn_rows<D, KP, VEC>(ks + 64 * KP, q + blockIdx.y * d.q_h, d.q_l, m0, d.lq);
+  }
   stitch_cp_commit();
   if (kbeg < kend) {
     stitch_attn_rows<D, KP, VEC>(ks, k, d.k_l, kbeg, d.lk);
@@ -172,7 +213,6 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
 #pragma unroll
   for (int n = 0; n < DV / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
-  const int row0 = m0 + warp * 16 + g, row1 = row0 + 8;
   const float sl2 = d.scale * LOG2E;  // scores kept in log2 units: exp2 of a difference
   int buf = 0;
   for (int n0 = kbeg; n0 < kend; n0 += 64, buf ^= 1) {
@@ -207,7 +247,7 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
       }
     }
     // Per-element checks only on tiles that reach past the keys or the diagonal, or carry a mask.
-    const bool edge = n0 + 64 > d.lk || (CAUSAL && n0 + 63 > m0) || MASK != 0;
+    const bool edge = n0 + 64 > d.lk || (CAUSAL && (PACK || n0 + 63 > m0)) || MASK != 0;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -215,11 +255,11 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
       for (int e = 0; e < 4; ++e) {
         float x = s[j][e] * sl2;
         if (edge) {
-          const int row = e < 2 ? row0 : row1, col = n0 + 8 * j + 2 * t + (e & 1);
+          const int i = e >> 1, row = qrow[i], col = n0 + 8 * j + 2 * t + (e & 1);
           if (col >= d.lk || (CAUSAL && col > row)) x = -INFINITY;
-          if (MASK != 0 && row < d.lq && col < d.lk) {
+          if (MASK != 0 && valid[i] && col < d.lk) {
             const float mv = stitch_mask_f(
-                mask[(b % d.m_period) * d.m_b + h * d.m_h + (long long)row * d.m_l +
+                mask[(b % d.m_period) * d.m_b + head[i] * d.m_h + (long long)row * d.m_l +
                      (long long)col * d.m_s]);
             if (MASK == 1 && mv == 0.f) x = -INFINITY;
             if (MASK == 2) x += mv * LOG2E;
@@ -289,13 +329,12 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
     lrow[i] += __shfl_xor_sync(0xffffffffu, lrow[i], 2);
     inv[i] = lrow[i] > 0.f ? 1.f / lrow[i] : 0.f;  // a row with every key masked: zeros
   }
-  const long long at = ((long long)b * d.heads + h) * d.lq;
   if (SPLIT) {  // part: per (row, split) DV outputs, then the max (log2 units) and the sum
-    const int rows[2] = {row0, row1};
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      if (rows[i] >= d.lq) continue;
-      float* p = part + ((at + rows[i]) * d.splits + split) * (DV + 2);
+      if (!valid[i]) continue;
+      const long long at = ((long long)b * d.heads + head[i]) * d.lq + qrow[i];
+      float* p = part + (at * d.splits + split) * (DV + 2);
 #pragma unroll
       for (int n = 0; n < DV / 8; ++n) {
         p[8 * n + 2 * t] = o[n][2 * i];
@@ -310,14 +349,14 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
   }
   // out is (batch, query, head, value): row r of head h at ((b * lq + r) * heads + h) * DV.
   uint32_t* o32 = reinterpret_cast<uint32_t*>(out);
-  const long long at0 = ((long long)b * d.lq + row0) * d.heads + h;
-  const long long at1 = at0 + 8LL * d.heads;
+  const long long at0 = ((long long)b * d.lq + qrow[0]) * d.heads + head[0];
+  const long long at1 = ((long long)b * d.lq + qrow[1]) * d.heads + head[1];
 #pragma unroll
   for (int n = 0; n < DV / 8; ++n) {
     const int c = 8 * n + 2 * t;
-    if (row0 < d.lq)
+    if (valid[0])
       o32[(at0 * DV + c) >> 1] = stitch_pack2<T>(o[n][0] * inv[0], o[n][1] * inv[0]);
-    if (row1 < d.lq)
+    if (valid[1])
       o32[(at1 * DV + c) >> 1] = stitch_pack2<T>(o[n][2] * inv[1], o[n][3] * inv[1]);
   }
 }
@@ -374,6 +413,12 @@ class AttentionLaunch:
     ws_bytes: int
 
 
+def packs_query_heads(group: int, lq: int) -> bool:
+    """Whether a CTA's tile holds the query heads of one key/value head's group: with fewer than
+    64 query rows a tile is mostly empty, and each query head would read the same K and V."""
+    return group > 1 and lq < 64
+
+
 def key_splits(ctas: int, lk: int) -> tuple[int, int]:
     """(splits, keys per split): one split unless the grid is too small to fill the GPU and
     there are keys to share out (at least two 64-key tiles per split)."""
@@ -412,9 +457,12 @@ def attention_launcher(
     # shifted-window mask, one per window, shared by every image.
     period = mask.shape[0] if mask is not None else 1
     scale = float(node.params["scale"])  # type: ignore[arg-type]
-    m_tiles = -(-lq // 64)
-    splits, chunk = key_splits(m_tiles * heads * b, lk)
-    dims = [heads, heads // kv_heads, lq, lk, *sq, *sk, *sv, *sm, period]
+    group = heads // kv_heads
+    pack = packs_query_heads(group, lq)
+    m_tiles = -(-(group * lq if pack else lq) // 64)
+    grid_heads = kv_heads if pack else heads
+    splits, chunk = key_splits(m_tiles * grid_heads * b, lk)
+    dims = [heads, group, lq, lk, *sq, *sk, *sv, *sm, period]
     init = ", ".join(str(x) for x in dims) + f", {scale!r}f, {splits}, {chunk}"
     mask_type = "bool"
     mask_ptr = "nullptr"
@@ -435,7 +483,8 @@ def attention_launcher(
     ws_bytes = b * heads * lq * splits * (dv + 2) * 4 if split else 0
 
     def kernel(vec: str) -> str:
-        tmpl = f"{ctype}, {e}, {dv}, {causal}, {kind}, {mask_type}, {vec}, {str(split).lower()}"
+        flags = f"{str(split).lower()}, {str(pack).lower()}"
+        tmpl = f"{ctype}, {e}, {dv}, {causal}, {kind}, {mask_type}, {vec}, {flags}"
         return f"stitch_flash_attn<{tmpl}>"
 
     def launch(vec: str) -> str:
@@ -449,7 +498,7 @@ def attention_launcher(
     lines = [
         f'extern "C" int {name}({sig}, {ctype}* {out}{ws_param}, cudaStream_t stream) {{',
         f"  const StitchAttnDims d = {{{init}}};",
-        f"  const dim3 grid({m_tiles * splits}, {heads}, {b});",
+        f"  const dim3 grid({m_tiles * splits}, {grid_heads}, {b});",
     ]
     if smem > DEFAULT_SMEM_BYTES:  # more than a launch gets unasked: raised once per process
         attr = "cudaFuncAttributeMaxDynamicSharedMemorySize"
@@ -474,7 +523,8 @@ def attention_launcher(
     what += {"": "", "bool": "boolean-masked ", "add": "additive-masked "}[mask_kind]
     if 1 < period < b:
         what += f"(the mask repeating every {period} batches) "
-    gqa = f", {heads // kv_heads} query heads per KV head" if kv_heads != heads else ""
+    gqa = f", {group} query heads per KV head" if kv_heads != heads else ""
+    gqa += ", the group's heads packed into tiles" if pack else ""
     keys = f", keys in {splits} splits of {chunk}" if split else ""
     comment = (
         f"{node.origin or 'scaled_dot_product_attention'}: {what}flash attention "

@@ -165,6 +165,25 @@ CASES: dict[str, tuple[str, int]] = {
         ),
         1,
     ),
+    # few query rows over GQA: the group's query heads share one tile (PACK), across two tiles
+    # that split a head's rows, causal; then split keys with a mask that differs per head
+    "packed_causal_gqa_bf16": (
+        _case(heads=8, kv_heads=2, lq=20, lk=150, call="is_causal=True"),
+        1,
+    ),
+    "packed_mask_per_head_fp16": (
+        _case(
+            dtype="float16",
+            heads=6,
+            kv_heads=2,
+            lq=3,
+            lk=400,
+            call="attn_mask=keep",
+            extra_arg=", keep: torch.Tensor",
+            extra_input=", torch.rand(2, 6, 3, 400) > 0.3",
+        ),
+        1,
+    ),
     "head_40_bf16": (_case(hd=40, lq=40, lk=40, call="is_causal=True"), 0),
     # an odd number of 16-wide steps along the head (80 = 5 x 16)
     "head_80_bf16": (_case(hd=80, lq=70, lk=90, call="is_causal=True"), 1),

@@ -12,6 +12,7 @@ place on a clone that PyTorch makes.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -528,3 +529,60 @@ def test_training_dropout_of_anything_else_is_refused(tmp_path: Path, forward: s
     src = model("self.drop = nn.Dropout(0.5)", forward, "torch.randn(4, 9)")
     with pytest.raises(Unsupported, match="random"):
         capture(write_problem(tmp_path, "dropsome", src))
+
+
+# transformers' `is_tracing(mask)` is true for any fake tensor, so under the trace it built masks
+# that eager skips. Nystromformer's landmark attention cannot take the full mask it then built
+# from its default all-ones padding mask (made inside forward, so its values are known).
+def test_a_mask_whose_values_are_known_is_skipped_as_eager_skips_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("transformers")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from model_zoo import problems
+
+    monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
+    path = tmp_path / "hf_nystromformer.py"
+    path.write_text(problems("third")["hf_nystromformer.py"])
+    graph = _aten_capture(path)
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+# A mask read from an input has no known values: `is_tracing` stays true for it, so the library
+# keeps its mask and never asks for its values (which the trace cannot give).
+INPUT_MASK = """
+import torch
+import torch.nn as nn
+from transformers.utils import import_utils
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        known = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
+        read = x[:, 0] > 0
+        skip_known = not import_utils.is_tracing(known) and bool(known.all())
+        keep_read = import_utils.is_tracing(read) or not bool(read.all())
+        return x * (2.0 if skip_known else 3.0) + (read[:, None] * x if keep_read else 0.0)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_mask_read_from_an_input_still_counts_as_traced(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    common = Path(__file__).resolve().parents[2] / "benchmarks" / "real_models" / "_common.py"
+    name = "stitch_real_models_common"  # the name the suite's problems load it under
+    (sys.modules.get(name) or import_path(common, name)).ensure_torchvision()
+    path = write_problem(tmp_path, "input_mask", INPUT_MASK)
+    graph = _aten_capture(path)
+    got, want = _graph_and_model(graph, path)
+    torch.testing.assert_close(got, want)

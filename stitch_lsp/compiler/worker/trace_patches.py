@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -50,6 +50,7 @@ def library_idioms_traceable() -> Iterator[None]:
         _grouped_mm_of_any_float(),
         _module_to_in_forward(),
         _functional_tensors_count_as_tracing(),
+        _known_values_are_not_traced(),
     ):
         yield
 
@@ -145,6 +146,35 @@ def _functional_tensors_count_as_tracing() -> Iterator[None]:
         return functional or bool(original(t))
 
     with _swapped(utils, "is_fake_tensor", is_fake_tensor):
+        yield
+
+
+@contextlib.contextmanager
+def _known_values_are_not_traced() -> Iterator[None]:
+    """transformers' `is_tracing(mask)` is true for any fake tensor, and then it keeps masks that
+    eager skips (a padding mask of all ones made inside forward): Nystromformer's landmark
+    attention cannot take the full mask it would build. Where the trace keeps the tensor's values
+    (`KnownValues`), eager takes the same branch on every call of these shapes, so the check
+    reads them as eager does."""
+    utils = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(utils, "is_tracing", None)
+    if original is None:
+        yield
+        return
+
+    def is_tracing(tensor: Any = None) -> bool:
+        if tensor is not None and KnownValues.knows(tensor):
+            return bool(original(None))
+        return bool(original(tensor))
+
+    users = [
+        m
+        for name, m in list(sys.modules.items())
+        if name.startswith("transformers") and getattr(m, "is_tracing", None) is original
+    ]
+    with contextlib.ExitStack() as stack:
+        for module in users:
+            stack.enter_context(_swapped(module, "is_tracing", is_tracing))
         yield
 
 
@@ -258,9 +288,28 @@ class KnownValues(TorchDispatchMode):
     a parameter or a buffer has none, and its `.item()` is refused as before; an in-place op
     forgets the kept values that share the memory it writes."""
 
+    active: ClassVar[list[KnownValues]] = []  # the modes of the traces now running, innermost last
+
     def __init__(self) -> None:
         super().__init__()
         self.values = WeakIdKeyDictionary()  # by identity: tensors compare elementwise
+
+    def __enter__(self) -> KnownValues:
+        KnownValues.active.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        KnownValues.active.remove(self)
+        super().__exit__(*exc)
+
+    @classmethod
+    def knows(cls, t: Any) -> bool:
+        """Whether the running trace keeps `t`'s values (through a functional trace's wrapper)."""
+        if not cls.active or not isinstance(t, torch.Tensor):
+            return False
+        if torch._is_functional_tensor(t):
+            t = torch._from_functional_tensor(t)
+        return t in cls.active[-1].values
 
     def _forget_written(self, schema: Any, args: Any, kwargs: Any) -> None:
         """An in-place op: every kept value that shares memory with what it writes is stale."""
