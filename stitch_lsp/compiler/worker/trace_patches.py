@@ -5,8 +5,8 @@ undone when the trace ends; `library_idioms_traceable` applies them all.
 The trace runs the model for real on fake tensors backed by the meta device. Tensors made from
 Python numbers would lose their values there, transformers memoises helpers across calls,
 autocast asks the meta device for a type, `torch._grouped_mm`'s shape function takes bf16 only,
-`module.to()` cannot swap the trace's stand-in parameters, and make_fx keeps only `forward`
-frames of a node's stack.
+`module.to()` cannot swap the trace's stand-in parameters, transformers' `is_tracing` would
+build masks that eager skips, and make_fx keeps only `forward` frames of a node's stack.
 """
 
 from __future__ import annotations
