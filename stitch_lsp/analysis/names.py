@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from stitch_lsp.analysis.python_facts import PyFacts
+from stitch_lsp.analysis.python_facts import PyFacts, class_methods
 from stitch_lsp.analysis.syntax import text
 
 _MAX_DEPTH = 12
@@ -615,20 +615,6 @@ def _collect_lambda(body: Node, out: dict[str, list[_Binding]]) -> None:
                 out.setdefault(text(name), []).append(_Binding(node.start_byte, "value", value))
         if node.type not in _SCOPES:
             stack.extend(node.named_children)
-
-
-def class_methods(cls: Node) -> dict[str, Node]:
-    body = cls.child_by_field_name("body")
-    out: dict[str, Node] = {}
-    if body is None:
-        return out
-    for child in body.named_children:
-        fn = child
-        if child.type == "decorated_definition":
-            fn = child.child_by_field_name("definition") or child
-        if fn.type == "function_definition":
-            out[text(fn.child_by_field_name("name"))] = fn
-    return out
 
 
 def class_member(cls: Node, name: str) -> Node | None:

@@ -267,7 +267,7 @@ def _is_reference(ctx: CandidateContext, ref: Ref | None) -> bool:
 # -- PyTorch compute -------------------------------------------------------------------------
 
 
-def _names_used(node: Node) -> list[str]:
+def names_read(node: Node) -> list[str]:
     """Variable names read by an expression (not attribute names, not keyword names)."""
     out: list[str] = []
     stack = [node]
@@ -305,8 +305,8 @@ def parameter_only_locals(fn: Node) -> set[str]:
         left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
         if left is None or right is None:
             continue
-        targets = [t for t in _names_used(left) if t != "self"]
-        if all(name in _STATIC_NAMES or name in known for name in _names_used(right)):
+        targets = [t for t in names_read(left) if t != "self"]
+        if all(name in _STATIC_NAMES or name in known for name in names_read(right)):
             known.update(targets)
         else:
             known.difference_update(targets)
@@ -323,9 +323,7 @@ def _collect_torch_ops(
             continue
         if static is None:
             static = parameter_only_locals(fn) | static_names
-        if all(name in static for name in _names_used(call.args)) and _static_receiver(
-            call, static
-        ):
+        if all(name in static for name in names_read(call.args)) and _static_receiver(call, static):
             continue  # weight preparation: it does not touch the inputs
         ctx.torch_hits.append(TorchHit(ctx.to_range(call.node), hit[0], hit[1], hit[2], "call"))
     for node in ctx.body(fn).get("matmul", []):
@@ -353,7 +351,7 @@ def _static_receiver(call: Call, static: set[str]) -> bool:
     if fn is None or fn.type != "attribute":
         return True
     obj = fn.child_by_field_name("object")
-    return obj is None or all(name in static for name in _names_used(obj))
+    return obj is None or all(name in static for name in names_read(obj))
 
 
 def _plain(shown: str, canonical: str) -> bool:

@@ -31,7 +31,7 @@ class PyClass:
     def methods(self) -> dict[str, Node]:
         """name -> function_definition, in source order."""
         if self._methods is None:
-            self._methods = _methods(self.node)
+            self._methods = class_methods(self.node)
         return self._methods
 
 
@@ -107,7 +107,8 @@ def _bases(superclasses: Node | None) -> list[str]:
     return [m.group(1) for part in inner.split(",") if (m := _BASE.match(part))]
 
 
-def _methods(cls: Node) -> dict[str, Node]:
+def class_methods(cls: Node) -> dict[str, Node]:
+    """A class body's functions by name, decorated ones included."""
     body = cls.child_by_field_name("body")
     out: dict[str, Node] = {}
     if body is None:

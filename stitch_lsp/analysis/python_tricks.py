@@ -16,7 +16,11 @@ from tree_sitter import Node
 
 from stitch_lsp.analysis import grammars
 from stitch_lsp.analysis.names import Ref, Resolver, param_nodes
-from stitch_lsp.analysis.python_checks import CandidateContext, parameter_only_locals
+from stitch_lsp.analysis.python_checks import (
+    CandidateContext,
+    names_read,
+    parameter_only_locals,
+)
 from stitch_lsp.analysis.python_facts import param_names
 from stitch_lsp.analysis.syntax import text
 from stitch_lsp.analysis.torch_ops import is_handle_use
@@ -622,7 +626,7 @@ def _memo_dicts(ctx: CandidateContext, fn: Node) -> None:
 
 
 def _depends_on_inputs(ctx: CandidateContext, fn: Node, key: Node, static: set[str]) -> bool:
-    names = _key_names(key)
+    names = names_read(key)
     if not names:
         return False
     key_text = text(key)
@@ -632,22 +636,6 @@ def _depends_on_inputs(ctx: CandidateContext, fn: Node, key: Node, static: set[s
             return False
         return _depends_on_inputs(ctx, fn, assigned, static)
     return any(n not in static and n not in ctx.resolver.module_aliases() for n in names)
-
-
-def _key_names(node: Node) -> list[str]:
-    out = []
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.type == "identifier":
-            out.append(text(n))
-        elif n.type == "attribute":
-            obj = n.child_by_field_name("object")
-            if obj is not None:
-                stack.append(obj)
-        else:
-            stack.extend(n.named_children)
-    return out
 
 
 def _assignment_of(fn: Node, name: str, before: Node) -> Node | None:
