@@ -37,7 +37,16 @@ INT32_LIMIT = 2**31 - 1
 # Static launch choices assume an H100/H200-class GPU; grids are still sized at run time.
 ASSUMED_SMS = 132
 SPLIT_MIN_ELEMS = 16384  # a row is split over blocks only in pieces at least this long
-STATE_BYTES = {"SumS": 4, "MaxS": 4, "MinS": 4, "MomS": 12, "SmxS": 8, "ArgMaxS": 8, "ArgMinS": 8}
+STATE_BYTES = {
+    "SumS": 4,
+    "SumD": 8,
+    "MaxS": 4,
+    "MinS": 4,
+    "MomS": 12,
+    "SmxS": 8,
+    "ArgMaxS": 8,
+    "ArgMinS": 8,
+}
 
 
 def bcast_offset(index: str, consumer: Shape, operand: Shape) -> tuple[str, bool]:
@@ -579,13 +588,15 @@ class _Slots:
                 continue
             x = n.args[0]
             assert isinstance(x, Use)
-            key = (n.fn, x, tuple(cast("tuple[int, ...]", n.params["axes"])))
+            # a sum that asks for it accumulates in double (templates' SumD)
+            kind = "sum64" if n.fn == "sum" and n.params.get("acc") == "float64" else n.fn
+            key = (kind, x, tuple(cast("tuple[int, ...]", n.params["axes"])))
             if key not in keys:
                 s = f"s{len(keys)}"
                 keys[key] = s
                 slots.nodes[s] = []
                 slots.input[s] = x
-                slots.kind[s] = n.fn
+                slots.kind[s] = kind
                 slots.level[s] = g.level[n.vid]
             slots.nodes[keys[key]].append(n)
         return slots

@@ -87,6 +87,15 @@ struct SumS {
   __device__ static SumS comb(SumS a, SumS b) { return {a.v + b.v}; }
   __device__ SumS shfl(int o) const { return {__shfl_xor_sync(0xffffffffu, v, o)}; }
 };
+// A sum kept in double: where an algebra rewrite replaced the reference's own order of fp32
+// sums, the program can only be exact (see rewrites/linear.py, sum_before_linear).
+struct SumD {
+  double v;
+  __device__ static SumD id() { return {0.0}; }
+  __device__ void push(float x) { v += (double)x; }
+  __device__ static SumD comb(SumD a, SumD b) { return {a.v + b.v}; }
+  __device__ SumD shfl(int o) const { return {__shfl_xor_sync(0xffffffffu, v, o)}; }
+};
 struct MaxS {
   float v;
   __device__ static MaxS id() { return {-INFINITY}; }
@@ -460,6 +469,7 @@ static int stitch_lt_plan(StitchLtPlan& plan, cublasOperation_t ta, cublasOperat
 
 STATE_TYPES = {
     "sum": "SumS",
+    "sum64": "SumD",
     "max": "MaxS",
     "min": "MinS",
     "moments": "MomS",

@@ -377,6 +377,39 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
     return problems
 
 
+
+def chained_output(graph: Any, model: Any, inputs: list[Any], include: Path) -> Any:
+    """The program's first output with every emulated launch fed what the launches before it
+    wrote (check_program feeds each the graph's values instead): the error the kernels' own
+    rounding adds up to. For graphs whose launches are all emulated (no GEMM or convolution)."""
+    import torch
+
+    from stitch_lsp.compiler.stages import plan_stages
+
+    from .interp import run_graph_env
+
+    cg = Codegen(graph, plan_stages(graph))
+    cg.cuda_source(with_gemm=False)
+    with torch.no_grad():
+        env = run_graph_env(graph, model, inputs)
+    kernels = emulated_kernels(cg)
+    lib = build(kernels, include)
+    for k in kernels:
+        bufs: list[Any] = []
+        outs: list[tuple[int, Any]] = []
+        for a in k.args:
+            if a.role == "ws":
+                bufs.append(torch.zeros(max(a.nbytes, 1), dtype=torch.uint8))
+            elif a.role == "out":
+                bufs.append(_storage(torch.zeros(graph.shape_of(a.vid)), a.ctype))
+                outs.append((a.vid, bufs[-1]))
+            else:
+                bufs.append(_storage(env[a.vid], a.ctype))
+        assert HostKernel(k, lib).run([b.data_ptr() for b in bufs]) == 0, k.name
+        for vid, got in outs:
+            env[vid] = got.reshape(graph.shape_of(vid)).clone()
+    return env[graph.outputs[0].vid]
+
 # The tensor-core and async-copy instructions of the flash attention kernel, emulated: an MMA,
 # an ldmatrix or a shuffle exchanges its operands through memory between two barriers, as the
 # warp's lanes do in hardware, and each lane computes its own fragment (fp32 accumulation).

@@ -402,6 +402,8 @@ def test_flash_attention_matches_the_model_on_the_gpu(tmp_path: Path, name: str)
         err = (got.float() - want).abs().max().item()
         eager_err = (eager.float() - want).abs().max().item()
         note = f"(eager's max error {eager_err:.3g}, ours {err:.3g})"
+        if err <= 1.1 * eager_err:
+            continue  # as close to the fp32 math as eager in this type (long fp16 sums)
         torch.testing.assert_close(
             got.float(), want, rtol=1e-2, atol=1e-2, msg=lambda m, note=note: f"{m} {note}"
         )
