@@ -342,6 +342,15 @@ def _prepare_method(stages: list[Stage], slots: bool) -> list[str]:
     return lines
 
 
+def _changes_no_state(graph: Graph, groups: list[Group]) -> bool:
+    """A forward that can run twice on the same inputs with nothing else changed: no stores
+    into buffers (running statistics, a cache), no random draws, no PyTorch fallback (which may
+    write or draw), no recurrent launcher."""
+    if any(g.sinks or g.kind in ("aten", "rnn") for g in groups):
+        return False
+    return not any(leaf.kind == "factory" for leaf in graph.leaves.values())
+
+
 def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[str]:
     """The methods forward relies on (parameter lookup, the runner's guard, .to() resets, the
     runner itself) and the head of `_launch`, which the stages' lines follow."""
@@ -357,6 +366,8 @@ def _runner_methods(graph: Graph, groups: list[Group], prep: set[int]) -> list[s
     if syncs:
         why = f"{syncs[0].params.get('display')}: {syncs[0].params.get('why')}"
         plain = f", plain={why!r}"
+    elif _changes_no_state(graph, groups):
+        plain = ", timed=True"  # the runner may run it again to time replay against plain
     lines = [
         "    def _stitch_params(self):",
         '        """The parameters and buffers the kernels read, looked up once."""',
