@@ -6,7 +6,9 @@ as tensor-core A fragments and walks the keys 64 at a time: S = Q K^T on `mma.sy
 sum per row, kept in fp32), then O += P V with P rounded to the input type, as FlashAttention-2
 does. Q K^T never reaches memory; the output is written once, in the input type, as (batch,
 query, head, value): the layout the output projection reads, so no transpose copy follows. Key/value
-heads shared by several query heads (GQA) are read in place, never repeated.
+heads shared by several query heads (GQA) are read in place, never repeated; with few query rows
+(a decode step) one tile holds the whole group's rows, so each key/value tile is read once per
+group (PACK).
 
 The key and value tiles are double-buffered in shared memory: `cp.async` streams the next pair in
 while the tensor cores work on this one. Fragments come from shared memory by `ldmatrix` (one
