@@ -377,7 +377,6 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
     return problems
 
 
-
 def chained_output(graph: Any, model: Any, inputs: list[Any], include: Path) -> Any:
     """The program's first output with every emulated launch fed what the launches before it
     wrote (check_program feeds each the graph's values instead): the error the kernels' own
@@ -409,6 +408,7 @@ def chained_output(graph: Any, model: Any, inputs: list[Any], include: Path) -> 
         for vid, got in outs:
             env[vid] = got.reshape(graph.shape_of(vid)).clone()
     return env[graph.outputs[0].vid]
+
 
 # The tensor-core and async-copy instructions of the flash attention kernel, emulated: an MMA,
 # an ldmatrix or a shuffle exchanges its operands through memory between two barriers, as the
