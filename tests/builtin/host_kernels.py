@@ -341,30 +341,11 @@ def check_program(path: Path, model: Any, inputs: list[Any], include: Path) -> l
     kernels = emulated_kernels(cg)
     lib = build(kernels, include) if kernels else None
     for k in kernels:
-        bufs: list[Any] = []
-        outs: list[tuple[int, Any]] = []
-        fed = True
-        for a in k.args:
-            if a.role == "ws":
-                bufs.append(torch.zeros(max(a.nbytes, 1), dtype=torch.uint8))
-                continue
-            value = env.get(a.vid)
-            if a.role == "out":
-                shape = graph.shape_of(a.vid)
-                bufs.append(_storage(torch.zeros(shape), a.ctype))
-                outs.append((a.vid, bufs[-1]))
-            elif isinstance(value, torch.Tensor):
-                bufs.append(
-                    _storage(stored.get(a.vid, value) if a.role == "inout" else value, a.ctype)
-                )
-                if a.role == "inout":
-                    outs.append((a.vid, bufs[-1]))
-            else:
-                fed = False
-        if not fed:
+        launched = _launch(k, lib, graph, env, stored)
+        if launched is None:
             problems.append(f"skipped {k.name}: an input is not one tensor")
             continue
-        rc = HostKernel(k, lib).run([b.data_ptr() for b in bufs])
+        rc, outs = launched
         if rc != 0:
             problems.append(f"{k.name}: the launch failed ({rc}: a barrier some thread missed)")
             continue
@@ -394,20 +375,38 @@ def chained_output(graph: Any, model: Any, inputs: list[Any], include: Path) -> 
     kernels = emulated_kernels(cg)
     lib = build(kernels, include)
     for k in kernels:
-        bufs: list[Any] = []
-        outs: list[tuple[int, Any]] = []
-        for a in k.args:
-            if a.role == "ws":
-                bufs.append(torch.zeros(max(a.nbytes, 1), dtype=torch.uint8))
-            elif a.role == "out":
-                bufs.append(_storage(torch.zeros(graph.shape_of(a.vid)), a.ctype))
-                outs.append((a.vid, bufs[-1]))
-            else:
-                bufs.append(_storage(env[a.vid], a.ctype))
-        assert HostKernel(k, lib).run([b.data_ptr() for b in bufs]) == 0, k.name
-        for vid, got in outs:
+        launched = _launch(k, lib, graph, env, {})
+        assert launched is not None and launched[0] == 0, k.name
+        for vid, got in launched[1]:
             env[vid] = got.reshape(graph.shape_of(vid)).clone()
     return env[graph.outputs[0].vid]
+
+
+def _launch(
+    k: GroupKernel, lib: Any, graph: Any, env: dict[int, Any], stored: dict[int, Any]
+) -> tuple[int, list[tuple[int, Any]]] | None:
+    """Run one launcher on the host with its inputs from `env` (an in-place buffer as `stored`
+    holds it, where it does): (status, what it wrote by vid), or None where an input is not one
+    tensor."""
+    import torch
+
+    bufs: list[Any] = []
+    outs: list[tuple[int, Any]] = []
+    for a in k.args:
+        if a.role == "ws":
+            bufs.append(torch.zeros(max(a.nbytes, 1), dtype=torch.uint8))
+            continue
+        value = env.get(a.vid)
+        if a.role == "out":
+            bufs.append(_storage(torch.zeros(graph.shape_of(a.vid)), a.ctype))
+            outs.append((a.vid, bufs[-1]))
+        elif isinstance(value, torch.Tensor):
+            bufs.append(_storage(stored.get(a.vid, value) if a.role == "inout" else value, a.ctype))
+            if a.role == "inout":
+                outs.append((a.vid, bufs[-1]))
+        else:
+            return None
+    return HostKernel(k, lib).run([b.data_ptr() for b in bufs]), outs
 
 
 # The tensor-core and async-copy instructions of the flash attention kernel, emulated: an MMA,

@@ -111,6 +111,18 @@ def _graph_and_model(graph: Graph, path: Path) -> tuple[Any, Any]:
     return got, want
 
 
+def _zoo_problem(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zoo_set: str, name: str) -> Path:
+    """One of benchmarks/model_zoo.py's problems, written to `tmp_path`, at its small size."""
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from model_zoo import problems
+
+    monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
+    path = tmp_path / name
+    path.write_text(problems(zoo_set)[name])
+    return path
+
+
 def _model(path: Path) -> tuple[Any, list[Any]]:
     mod = import_path(path, f"idiom_{path.stem}")
     torch.manual_seed(0)
@@ -422,18 +434,10 @@ def test_in_place_activations_are_fused_not_fallbacks(tmp_path: Path) -> None:
 def test_a_memoised_library_tensor_is_traced_again_in_the_same_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("transformers")
-    import sys
-
     from .helpers import generate_for
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from model_zoo import problems
-
-    monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
     monkeypatch.setenv("STITCH_MODEL_DTYPE", "bfloat16")
-    path = tmp_path / "hf_beit.py"
-    path.write_text(problems("more")["hf_beit.py"])
+    path = _zoo_problem(tmp_path, monkeypatch, "more", "hf_beit.py")
     for _ in range(2):
         cand = generate_for(path)
         assert cand.handled, cand.reason
@@ -537,15 +541,7 @@ def test_training_dropout_of_anything_else_is_refused(tmp_path: Path, forward: s
 def test_a_mask_whose_values_are_known_is_skipped_as_eager_skips_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("transformers")
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from model_zoo import problems
-
-    monkeypatch.setenv("STITCH_MODEL_SIZE", "small")
-    path = tmp_path / "hf_nystromformer.py"
-    path.write_text(problems("third")["hf_nystromformer.py"])
+    path = _zoo_problem(tmp_path, monkeypatch, "third", "hf_nystromformer.py")
     graph = _aten_capture(path)
     got, want = _graph_and_model(graph, path)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
