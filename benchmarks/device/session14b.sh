@@ -18,14 +18,5 @@ echo "gpu tests (algebra, attention, families) rc=$? ($(since))"
 gpu_tests 150 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
   tests/builtin/test_gpu_correctness.py
 echo "gpu tests (builtin) rc=$? ($(since))"
-folder="${HELDOUT2_DIR:-.heldout/level2}"
-if [ -d "$folder" ]; then
-  timeout "$(step 170)" python3 benchmarks/l3program_speed.py "$folder" \
-    --only "${HELDOUT2_ONLY:-13,18,42,44,50,51,72,98}" --jobs 8 --runs 10 --compile \
-    --compile-jobs 8 --resume --json "$out/heldout2.json" > "$out/heldout2.txt" 2>&1
-  echo "held-out level 2 rc=$? ($(since))"
-  grep -E "correct=|Error|geomean" "$out/heldout2.txt" | cut -c1-300
-else
-  echo "no $folder: held-out level 2 skipped"
-fi
+heldout_level2 170
 grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 14

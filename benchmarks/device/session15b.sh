@@ -9,16 +9,7 @@ mkdir -p "$out"
 start=$(date +%s)
 export CAP="${CAP:-515}"
 . "$(dirname "$0")/_steps.sh"
-folder="${HELDOUT2_DIR:-.heldout/level2}"
-if [ -d "$folder" ]; then
-  timeout "$(step 230)" python3 benchmarks/l3program_speed.py "$folder" \
-    --only "${HELDOUT2_ONLY:-13,18,42,44,50,51,72,98}" --jobs 8 --runs 10 --compile \
-    --compile-jobs 8 --resume --json "$out/heldout2.json" > "$out/heldout2.txt" 2>&1
-  echo "held-out level 2 rc=$? ($(since))"
-  grep -E "correct=|Error|geomean" "$out/heldout2.txt" | cut -c1-300
-else
-  echo "no $folder: held-out level 2 skipped"
-fi
+heldout_level2 230
 gpu_tests 120 "$out/gpu-tests-algebra.txt" tests/builtin/test_gpu_algebra.py
 echo "gpu tests (algebra) rc=$? ($(since))"
 gpu_tests 160 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
