@@ -14,14 +14,18 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import PythonKeyTracer
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _disable_current_modes,
+    _get_current_dispatch_mode_stack,
+)
 from torch.utils.weak import WeakIdKeyDictionary
 
 from stitch_lsp.compiler.ir import Unsupported
@@ -288,28 +292,20 @@ class KnownValues(TorchDispatchMode):
     a parameter or a buffer has none, and its `.item()` is refused as before; an in-place op
     forgets the kept values that share the memory it writes."""
 
-    active: ClassVar[list[KnownValues]] = []  # the modes of the traces now running, innermost last
-
     def __init__(self) -> None:
         super().__init__()
         self.values = WeakIdKeyDictionary()  # by identity: tensors compare elementwise
 
-    def __enter__(self) -> KnownValues:
-        KnownValues.active.append(self)
-        return super().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        KnownValues.active.remove(self)
-        super().__exit__(*exc)
-
-    @classmethod
-    def knows(cls, t: Any) -> bool:
-        """Whether the running trace keeps `t`'s values (through a functional trace's wrapper)."""
-        if not cls.active or not isinstance(t, torch.Tensor):
+    @staticmethod
+    def knows(t: Any) -> bool:
+        """Whether the running trace (the innermost KnownValues on the dispatch mode stack)
+        keeps `t`'s values, through a functional trace's wrapper."""
+        modes = [m for m in _get_current_dispatch_mode_stack() if isinstance(m, KnownValues)]
+        if not modes or not isinstance(t, torch.Tensor):
             return False
         if torch._is_functional_tensor(t):
             t = torch._from_functional_tensor(t)
-        return t in cls.active[-1].values
+        return t in modes[-1].values
 
     def _forget_written(self, schema: Any, args: Any, kwargs: Any) -> None:
         """An in-place op: every kept value that shares memory with what it writes is stale."""
