@@ -45,6 +45,20 @@ def kernels(fn: Any, args: list[Any], calls: int) -> dict[str, list[float]]:
     return out
 
 
+def force_attention(model_new: Any, path: str) -> None:
+    """Every attention site runs `path`: a choice whose clock makes that path the faster."""
+    from stitch_lsp.runtime.choice import OURS, TimedChoice
+
+    def timer(fn: Any, runs: int) -> float:
+        fn()  # the first call times ours, the second the vendor's
+        timer.calls += 1  # type: ignore[attr-defined]
+        mine = timer.calls % 2 == 1  # type: ignore[attr-defined]
+        return 1.0 if mine == (path == OURS) else 10.0
+
+    timer.calls = 0  # type: ignore[attr-defined]
+    model_new.__dict__["_stitch_choice"] = TimedChoice(timer=timer)
+
+
 def show(label: str, ks: dict[str, list[float]], calls: int, top: int) -> None:
     total = sum(sum(v) for v in ks.values())
     count = sum(len(v) for v in ks.values()) // calls
@@ -62,6 +76,13 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=8)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--compile", action="store_true", help="also torch.compile's kernels")
+    ap.add_argument(
+        "--attention",
+        choices=("timed", "ours", "vendor"),
+        default="timed",
+        help="which path each attention site runs: the timed choice (default), or one forced",
+    )
+    ap.add_argument("--no-reference", action="store_true", help="the candidate's kernels alone")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -81,7 +102,10 @@ def main() -> int:
         torch.manual_seed(42)
         model_new = new.ModelNew(*ref.get_init_inputs()).cuda()
         inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in ref.get_inputs()]
-        show("reference", kernels(model, inputs, args.calls), args.calls, args.top)
+        if args.attention != "timed":
+            force_attention(model_new, args.attention)
+        if not args.no_reference:
+            show("reference", kernels(model, inputs, args.calls), args.calls, args.top)
         show("candidate", kernels(model_new, inputs, args.calls), args.calls, args.top)
         if args.compile:
             show(
@@ -92,6 +116,12 @@ def main() -> int:
             )
         runner = model_new._stitch_runner
         print(f"  candidate runner: {runner.mode} ({runner.reason})")
+        choice = model_new.__dict__.get("_stitch_choice")
+        if choice is not None:
+            for site, times in choice.times_ms.items():
+                mine, theirs = times["ours"] * 1000, times["vendor"] * 1000
+                print(f"  attention {site}: ours {mine:.1f} us, sdpa {theirs:.1f} us (timed)")
+            print(f"  attention picked: {sorted(set(choice.picked.values()))}")
     return 0
 
 

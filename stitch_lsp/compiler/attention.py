@@ -368,13 +368,17 @@ stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* _
 # Merges the key splits of a decode step; in the file only where some launch splits.
 COMBINE_KERNEL = r"""
 // The splits of each row merged: weights 2^(m_s - max) (maxima in log2 units), output
-// sum(w O_s) / sum(w l_s). One block of DV / 2 threads per (batch, head, row) (two columns each).
+// sum(w O_s) / sum(w l_s). DV / 2 threads per (batch, head, row), two columns each, and
+// blockDim.y rows per block: blocks of one row (32 threads at head 64) leave the SMs idle
+// between tiny blocks.
 template <typename T, int DV>
-__global__ void __launch_bounds__(64)
+__global__ void __launch_bounds__(128)
 stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int splits, int heads,
-                     int lq) {
-  const float* p = part + (long long)blockIdx.x * splits * (DV + 2);
-  const long long row = blockIdx.x % lq, bh = blockIdx.x / lq;
+                     int lq, int rows) {
+  const int r = blockIdx.x * blockDim.y + threadIdx.y;
+  if (r >= rows) return;
+  const float* p = part + (long long)r * splits * (DV + 2);
+  const long long row = r % lq, bh = r / lq;
   const long long at = ((bh / heads) * lq + row) * heads + bh % heads;
   float m = -INFINITY;
   for (int s = 0; s < splits; ++s) m = fmaxf(m, p[s * (DV + 2) + DV]);
@@ -392,9 +396,15 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int sp
 }
 """
 
-# CTAs that keep every SM of an H100/H200 (132) busy about twice over: fewer than this and the
-# keys are split across CTAs (flash-decoding), each split merged by stitch_flash_combine.
-SPLIT_TARGET_CTAS = 264
+# An H100/H200's SM count. A launch of at least this many CTAs has one per SM: splitting its keys
+# buys little parallelism and costs the combine's launch and the fp32 partials' round trip
+# (ViT-S's 197 keys in two splits on an H200: 12.9 us of flash kernel plus 7.5 us of combine,
+# against cuDNN's 6.2 us).
+SM_COUNT = 132
+# With fewer CTAs than that, keys are split (flash-decoding) until about twice this many run.
+SPLIT_TARGET_CTAS = 2 * SM_COUNT
+# Threads per combine block (several rows of DV / 2 threads each).
+COMBINE_THREADS = 128
 
 
 # Dynamic shared memory a launch may use without cudaFuncSetAttribute.
@@ -422,10 +432,10 @@ def packs_query_heads(group: int, lq: int) -> bool:
 
 
 def key_splits(ctas: int, lk: int) -> tuple[int, int]:
-    """(splits, keys per split): one split unless the grid is too small to fill the GPU and
-    there are keys to share out (at least two 64-key tiles per split)."""
+    """(splits, keys per split): one split unless the grid has fewer CTAs than the GPU has SMs
+    and there are keys to share out (at least two 64-key tiles per split)."""
     tiles = -(-lk // 64)
-    if ctas >= SPLIT_TARGET_CTAS or tiles < 4:
+    if ctas >= SM_COUNT or tiles < 4:
         return 1, tiles * 64
     want = min(tiles // 2, -(-SPLIT_TARGET_CTAS // ctas))
     per = -(-tiles // max(want, 1))
@@ -516,9 +526,12 @@ def attention_launcher(
         f"  else {launch('false')}",
     ]
     if split:
+        rows = b * heads * lq
+        per_block = max(1, COMBINE_THREADS // (dv // 2))
         lines.append(
-            f"  stitch_flash_combine<{ctype}, {dv}><<<{b * heads * lq}, {dv // 2}, 0, stream>>>("
-            f"(const float*)ws, {out}, {splits}, {heads}, {lq});"
+            f"  stitch_flash_combine<{ctype}, {dv}><<<{-(-rows // per_block)}, "
+            f"dim3({dv // 2}, {per_block}), 0, stream>>>("
+            f"(const float*)ws, {out}, {splits}, {heads}, {lq}, {rows});"
         )
     lines += ["  return (int)cudaGetLastError();", "}"]
     what = "causal " if node.params.get("causal") else ""
