@@ -1,38 +1,20 @@
 #!/usr/bin/env bash
-# seconds: 390
-# Session 16's attention profile: where the flash kernel's 19-26 us a site goes. The decode step
-# and ViT-S in bf16 at full size, every attention site forced onto our kernel: kernel times by
-# torch.profiler (flash kernel, key-split combine, sdpa when timed), then Nsight Compute's full
-# set on the first flash launches of each, as .ncu-rep files read back on the CPU.
+# seconds: 560
+# Session 16's first call: transposed convolutions of few terms computed in the generated
+# kernels (compiler/direct_conv.py). Their GPU test, the held-out level-2 problems with a
+# ConvTranspose3d of 3 input channels against the four baselines, then the builtin GPU tests
+# (program and correctness files) as the regression check of the codegen change.
 set -u
 out="${AREA_OUT:-/tmp/session16a-out}"
 mkdir -p "$out"
 start=$(date +%s)
-export CAP="${CAP:-385}"
+export CAP="${CAP:-555}"
 . "$(dirname "$0")/_steps.sh"
-export STITCH_MODEL_SIZE=full STITCH_MODEL_DTYPE=bfloat16
-decode=tests/data/stitch_problems/level3/1_LlamaDecodeStep.py
-vit=benchmarks/real_models/timm_vit_small.py
-for f in "$decode" "$vit"; do
-  name=$(basename "$f" .py)
-  timeout "$(step 60)" python3 benchmarks/kernel_profile.py "$f" --top 10 --calls 3 \
-    > "$out/profile-$name.txt" 2>&1
-  echo "profile $name (timed) rc=$? ($(since))"
-  timeout "$(step 60)" python3 benchmarks/kernel_profile.py "$f" --top 10 --calls 3 \
-    --attention ours --no-reference > "$out/profile-$name-ours.txt" 2>&1
-  echo "profile $name (ours) rc=$? ($(since))"
-  grep -E "GPU time|attention|flash|combine|runner|not handled" "$out/profile-$name"*.txt | cut -c1-200
-  timeout "$(step 80)" ncu --kernel-name regex:stitch_flash --launch-count 4 --set full \
-    -o "$out/ncu-$name" -f python3 benchmarks/kernel_profile.py "$f" --calls 1 \
-    --attention ours --no-reference > "$out/ncu-$name.txt" 2>&1
-  echo "ncu $name rc=$? ($(since))"
-  tail -n 3 "$out/ncu-$name.txt"
-done
-# Held-out 72 (ConvTranspose3d + training BatchNorm + two pools): where its time goes, beside
-# eager's and torch.compile's kernels (fp32).
-if [ -d .heldout/level2 ]; then
-  STITCH_MODEL_SIZE= STITCH_MODEL_DTYPE= timeout "$(step 90)" python3 benchmarks/kernel_profile.py \
-    .heldout/level2 --only 72 --top 6 --calls 3 --compile > "$out/profile-heldout-72.txt" 2>&1
-  echo "profile held-out 72 rc=$? ($(since))"
-  cat "$out/profile-heldout-72.txt" | cut -c1-160 | tail -n 30
-fi
+gpu_tests 90 "$out/gpu-tests-direct.txt" tests/builtin/test_direct_conv.py
+echo "gpu tests (direct conv) rc=$? ($(since))"
+tail -n 3 "$out/gpu-tests-direct.txt"
+HELDOUT2_ONLY=58,60,72,89,96 heldout_level2 260
+gpu_tests 180 "$out/gpu-tests-builtin.txt" tests/builtin/test_gpu_program.py \
+  tests/builtin/test_gpu_correctness.py tests/builtin/test_gpu_algebra.py
+echo "gpu tests (builtin) rc=$? ($(since))"
+grep -hE "^(FAILED|ERROR)|passed|failed" "$out"/gpu-tests*.txt | cut -c1-250 | tail -n 14

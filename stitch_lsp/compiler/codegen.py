@@ -19,6 +19,7 @@ from typing import cast
 
 from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, COMBINE_KERNEL, attention_launcher
 from stitch_lsp.compiler.catalog import EW
+from stitch_lsp.compiler.direct_conv import direct_conv_lines
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import blas_operand, index_expr
 from stitch_lsp.compiler.partition import Group, Layout, reads
@@ -211,6 +212,8 @@ class _GroupGen:
             raise Unsupported(f"internal: reduction %{vid} used before its pass")
         if node.kind == "pool":
             return self.pool(node, scope)
+        if node.kind == "conv":  # a transposed convolution of few terms (direct_conv.py)
+            return self.direct_conv(node, scope)
         if node.kind == "gather":
             return self.gather(node, scope)
         args = [self.operand(a, node.shape, scope) for a in node.args]
@@ -277,6 +280,18 @@ class _GroupGen:
                 count *= k[d]  # type: ignore[index]
             lines.append(f"{name} *= {float_literal(1.0 / count)};")
         scope.lines += lines
+        scope.memo[node.vid] = name
+        return name
+
+    def direct_conv(self, node: Node, scope: _Scope) -> str:
+        """A transposed convolution's output element at the flat index, from its stored input
+        and weight (direct_conv.py)."""
+        x, w = node.uses[:2]
+        ax, aw = self.arg_of[x.vid], self.arg_of[w.vid]
+        name = f"v{node.vid}"
+        scope.lines += direct_conv_lines(node, scope.index, name, ax.load("{0}"), aw.load("{0}"))
+        if REDUCED_CTYPES.get(node.dtype):  # cuDNN returns the input's type: rounded as it is
+            scope.lines.append(f"{name} = {_rounded(node, name)};")
         scope.memo[node.vid] = name
         return name
 
@@ -987,7 +1002,8 @@ class _ReductionKernel:
         mv, vv = gen.value(mean.vid, self.scope), gen.value(var.vid, self.scope)
         cnt = int(cast(int, sink.params["count"]))
         unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
-        prm, prv, pn = (gen.arg_of[u.vid].name for u in (rm, rv, nbt))
+        arm, arv = gen.arg_of[rm.vid], gen.arg_of[rv.vid]
+        prm, prv, pn = arm.name, arv.name, gen.arg_of[nbt.vid].name
         if sink.params["momentum"] is None:
             # Cumulative average: factor 1/(batches seen, this one included). The count is
             # bumped by a separate launch after this kernel, so every block reads the old one.
@@ -1000,8 +1016,12 @@ class _ReductionKernel:
             f"if ({guard}) {{  // running statistics, as {sink.origin} updates them in training",
             f"  const float mom = {mom};",
             f"  const float keep = {keep or '1.f - mom'};",
-            f"  {prm}[kept] = keep * {prm}[kept] + mom * {mv};",
-            f"  {prv}[kept] = keep * {prv}[kept] + mom * ({vv} * {float_literal(unbias)});",
+            # buffers in the model's type (bf16/fp16 after .to()): updated in float
+            "  " + arm.store("kept", f"keep * {arm.load('kept')} + mom * {mv}"),
+            "  "
+            + arv.store(
+                "kept", f"keep * {arv.load('kept')} + mom * ({vv} * {float_literal(unbias)})"
+            ),
             *([bump] if bump else []),
             "}",
         ]

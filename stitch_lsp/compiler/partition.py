@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from stitch_lsp.compiler.direct_conv import is_direct, mark_direct
 from stitch_lsp.compiler.ir import Graph, Node, Shape, Unsupported, Use, numel, strip_ones
 from stitch_lsp.models.codegen import GroupKind
 
@@ -238,7 +239,7 @@ def _try_add(g: Group, node: Node) -> bool:
         g.space[node.vid] = "red"
         g.nodes.append(node)
         return True
-    if node.kind in ("pool", "gather"):
+    if node.kind in ("pool", "gather") or is_direct(node):
         # A window gathers from memory: its input must be materialised, not a group value.
         if internal or g.layout is not None:
             return False
@@ -329,6 +330,7 @@ def partition(graph: Graph) -> list[Group]:
     groups: list[Group] = []
     open_group: Group | None = None
     sink_pointwise(graph)
+    mark_direct(graph)
     inline = recomputed(graph)
     graph.recomputed = inline
 
@@ -343,7 +345,7 @@ def partition(graph: Graph) -> list[Group]:
     for node in graph.nodes:
         if node.vid in inline:
             continue
-        if node.kind in ("gemm", "conv", "rnn", "scan", "attn"):
+        if node.kind in ("gemm", "conv", "rnn", "scan", "attn") and not is_direct(node):
             g = new_group("attention" if node.kind == "attn" else node.kind)
             g.nodes.append(node)
             open_group = None
