@@ -19,7 +19,7 @@ from typing import cast
 
 from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, COMBINE_KERNEL, attention_launcher
 from stitch_lsp.compiler.catalog import EW
-from stitch_lsp.compiler.direct_conv import direct_conv_lines
+from stitch_lsp.compiler.direct_conv import direct_conv_lines, is_direct
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
 from stitch_lsp.compiler.layout import blas_operand, index_expr
 from stitch_lsp.compiler.partition import Group, Layout, reads
@@ -561,6 +561,18 @@ class _GroupGen:
         return f"*reinterpret_cast<const float4*>({name} + {base})"
 
 
+def computes_convolution(g: Group) -> bool:
+    """A group that computes a convolution in its loop body (direct_conv.py): its body loads
+    element by element and loops over taps, so float4 lanes and unrolled trips only add
+    registers (spills, at 1024 threads a block)."""
+    return any(is_direct(n) for n in g.nodes)
+
+
+def vectorisable(g: Group) -> bool:
+    """Whether a pointwise group's loop may take four elements at a time."""
+    return g.full_numel % 4 == 0 and not computes_convolution(g)
+
+
 def _rename_outs(line: str, outs: list[str], sfx: str) -> str:
     for name in outs:
         line = line.replace(f"o_{name}[l]", f"o_{name}{sfx}[l]")
@@ -715,6 +727,7 @@ class _ReductionKernel:
         gen.red_scope = self.scope
         _, b, c = lay.dims
         self.vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
+        self.vec_ok = self.vec_ok and not computes_convolution(g)
         self.shape = _launch_shape(lay, self.vec_ok)
         # Reduced values (v<vid>) declared so far, visible to the later passes and the outputs.
         self.field_memo: dict[object, str] = {}
@@ -760,7 +773,10 @@ class _ReductionKernel:
         else:
             out.append("{")
         body = self.gen.full_loop(False, push, stores)
-        out += [*self._unrolled(f"J0 + {lane}", f"(idx_t){width}", 4, body, 2), "}"]
+        # Four elements a trip keep four loads in flight; a convolution computed in the body
+        # (its own loop over taps) gains nothing from that and would spill registers.
+        ways = 1 if computes_convolution(self.gen.g) else 4
+        out += [*self._unrolled(f"J0 + {lane}", f"(idx_t){width}", ways, body, 2), "}"]
         return out
 
     def _row_vectors(self) -> int:
@@ -843,6 +859,13 @@ class _ReductionKernel:
     def _unrolled(self, first: str, step: str, ways: int, body: list[str], ind: int) -> list[str]:
         """Row / chan layout: `ways` copies of `body` per trip over [J0, J1), then the rest."""
         pad = " " * ind
+        if ways == 1:
+            return [
+                f"{pad}for (idx_t j = {first}; j < J1; j += {step}) {{",
+                f"{pad}  const idx_t f0 = {self._addr('j')};",
+                *_indent(body, ind + 2),
+                f"{pad}}}",
+            ]
         lines = [f"{pad}idx_t j = {first};"]
         lines.append(f"{pad}for (; j + {ways - 1} * {step} < J1; j += {ways} * {step}) {{")
         for u in range(ways):
@@ -1003,7 +1026,7 @@ class _ReductionKernel:
         cnt = int(cast(int, sink.params["count"]))
         unbias = cnt / (cnt - 1) if cnt > 1 else 1.0
         arm, arv = gen.arg_of[rm.vid], gen.arg_of[rv.vid]
-        prm, prv, pn = arm.name, arv.name, gen.arg_of[nbt.vid].name
+        pn = gen.arg_of[nbt.vid].name
         if sink.params["momentum"] is None:
             # Cumulative average: factor 1/(batches seen, this one included). The count is
             # bumped by a separate launch after this kernel, so every block reads the old one.
@@ -1274,7 +1297,7 @@ class Codegen:
     def _pointwise(self, g: Group, gen: _GroupGen, args: list[Arg]) -> str:
         sig = self._signature(g.name, args)
         names = ", ".join(a.name for a in args)
-        n, vec_ok = g.full_numel, g.full_numel % 4 == 0
+        n, vec_ok = g.full_numel, vectorisable(g)
         lines = [
             "template <bool VEC>",
             f"__global__ void __launch_bounds__(256) {g.name}_kernel({sig}) {{",
@@ -1312,7 +1335,7 @@ class Codegen:
             lines += _indent(
                 self._pointwise_body(part, gen, f"(b{k} - {lo})", f"(blockIdx.x - {lo})"), 2
             )
-            n, vec_ok = part.full_numel, part.full_numel % 4 == 0
+            n, vec_ok = part.full_numel, vectorisable(part)
             grid = f"stitch_grid({n}, 256, 8)"
             if vec_ok:
                 grid = f"(vec ? stitch_grid({-(-n // 8)}, 256, 8) : {grid})"
@@ -1330,7 +1353,7 @@ class Codegen:
         blocks of which this is block `block` (the whole launch's, or a combined one's range)."""
         n = g.full_numel
         stores = list(g.outputs)
-        vec_ok = n % 4 == 0
+        vec_ok = vectorisable(g)
         scalar = gen.full_loop(False, [], stores)
         # Two float4 iterations per trip: both loads are issued before either result is used.
         pre_a, body_a, post_a = (

@@ -101,4 +101,3 @@ def direct_conv_lines(node: Node, index: str, name: str, x_load: str, w_load: st
 
 def is_direct(node: Node) -> bool:
     return node.kind == "conv" and bool(node.params.get("direct"))
-
