@@ -20,6 +20,7 @@ Torch-free.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from stitch_lsp.compiler.ir import Graph, Node
 
@@ -31,7 +32,7 @@ def terms_per_output(node: Node) -> int:
     """Input channels per group times the taps that land on one output (the most, at any
     output position): ceil(k / s) per spatial dimension."""
     x, w = node.uses[:2]
-    groups = int(node.params.get("groups", 1))  # type: ignore[arg-type]
+    groups = int(cast(int, node.params.get("groups", 1)))
     stride: tuple[int, ...] = node.params["stride"]  # type: ignore[assignment]
     taps = math.prod(-(-k // s) for k, s in zip(w.shape[2:], stride, strict=True))
     return (x.shape[1] // groups) * taps
@@ -66,7 +67,7 @@ def direct_conv_lines(node: Node, index: str, name: str, x_load: str, w_load: st
     nd = len(out) - 2
     stride: tuple[int, ...] = node.params["stride"]  # type: ignore[assignment]
     pad: tuple[int, ...] = node.params["padding"]  # type: ignore[assignment]
-    groups = int(node.params.get("groups", 1))  # type: ignore[arg-type]
+    groups = int(cast(int, node.params.get("groups", 1)))
     cin_g, cout_g = inp[1] // groups, out[1] // groups
     lines = [f"float {name} = 0.f;", "{"]
     coords, step = [], 1
