@@ -885,8 +885,16 @@ class _ReductionKernel:
         ]
         return lines
 
-    def _push_loop(self, push: list[tuple[str, int]]) -> list[str]:
-        """Reduction inputs that are group values are emitted; external ones are loaded."""
+    def early_outputs(self) -> list[int]:
+        """Full-size outputs that need no reduced value (level 0): stored by the first pass,
+        which computes them anyway, so the final pass does not read their inputs (or compute a
+        convolution) again."""
+        g = self.g
+        return [v for v in g.outputs if g.space[v] == "full" and g.level.get(v, 0) == 0]
+
+    def _push_loop(self, push: list[tuple[str, int]], stores: list[int]) -> list[str]:
+        """Reduction inputs that are group values are emitted; external ones are loaded; the
+        first pass also stores `stores`."""
         gen = self.gen
         fixed: list[tuple[str, int]] = []
         for s, vid in push:
@@ -900,7 +908,7 @@ class _ReductionKernel:
             gen.nodes[pseudo.vid] = pseudo
             gen.g.space[pseudo.vid] = "full"
             fixed.append((s, pseudo.vid))
-        return self.loop(fixed, [])
+        return self.loop(fixed, stores)
 
     # -- passes --------------------------------------------------------------------------------
     def allreduce(self, s: str) -> str:
@@ -921,7 +929,7 @@ class _ReductionKernel:
         scope.memo = dict(self.field_memo)
         decl = [f"{slots.state(s)} {s} = {slots.state(s)}::id();" for s in mine]
         push = [(s, slots.input[s].vid if slots.input[s].vid in gen.nodes else -1) for s in mine]
-        loop_lines = self._push_loop(push)
+        loop_lines = self._push_loop(push, self.early_outputs() if p == 1 else [])
         body = [f"// pass {p}: " + ", ".join(f"{slots.kind[s]}" for s in mine), *decl]
         if self.shape.split:
             body += self._split_pass(p, mine, loop_lines)
@@ -986,7 +994,8 @@ class _ReductionKernel:
         """The last walk: full-size outputs per element, then one thread stores the row's
         reduced outputs and running statistics."""
         g, gen, scope = self.g, self.gen, self.scope
-        full_out = [v for v in g.outputs if g.space[v] == "full"]
+        early = set(self.early_outputs())
+        full_out = [v for v in g.outputs if g.space[v] == "full" and v not in early]
         red_out = [v for v in g.outputs if g.space[v] == "red"]
         scope.lines = []
         scope.memo = dict(self.field_memo)
