@@ -16,7 +16,7 @@ INCLUDE = nvcc_include()
 
 # KernelBench's 72 (ConvTranspose3d 3 -> 16 at stride 2, a training-mode batch norm, two average
 # pools) at a small size, beside a grouped 2-D transposed convolution with output padding and
-# uneven strides, and a 1-D one.
+# uneven strides, and a 1-D one at stride 1 whose padding crops more than a tap.
 SMALL_TRANSPOSED = """
 import torch
 import torch.nn as nn
@@ -31,7 +31,7 @@ class Model(nn.Module):
         self.pool = nn.AvgPool3d(2)
         self.conv2 = nn.ConvTranspose2d(4, 6, (3, 4), stride=(2, 3), padding=(1, 0),
                                         output_padding=(1, 2), groups=2)
-        self.conv1 = nn.ConvTranspose1d(2, 5, 5, stride=3, padding=2, bias=False)
+        self.conv1 = nn.ConvTranspose1d(2, 5, 5, stride=1, padding=3, bias=False)
         self.to(DTYPE)
 
     def forward(self, x, y, z):
@@ -86,7 +86,7 @@ def _plan(path: Path) -> tuple[object, list[object]]:
 
 
 def test_few_term_transposed_convolutions_leave_cudnn(tmp_path: Path) -> None:
-    """3 x 8, 2 x 4 and 2 x 2 terms per output: computed in the kernels, no cuDNN stage left;
+    """3 x 8, 2 x 4 and 2 x 5 terms per output: computed in the kernels, no cuDNN stage left;
     16 x 4 terms, a dilated one and a forward convolution stay on cuDNN."""
     source = SMALL_TRANSPOSED.replace("DTYPE", "torch.float32")
     graph, groups = _plan(write_problem(tmp_path, "small_t", source))
@@ -132,6 +132,7 @@ def test_direct_transposed_convolutions_match_the_model_on_the_gpu(tmp_path: Pat
         "[(2, 3, 5, 6, 7), (3, 4, 5, 4), (2, 2, 9)]",
         "[(6, 3, 32, 32, 32), (8, 4, 33, 31), (4, 2, 301)]",
     )
+    assert "(4, 2, 301)" in source
     ref_path = write_problem(tmp_path, "direct_gpu", source)
     cand = generate_for(ref_path)
     assert cand.handled, cand.reason
