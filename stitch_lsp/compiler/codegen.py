@@ -655,20 +655,29 @@ class _Launch:
 
 
 PACKED_MAX_ITEMS = 16  # rows of at most this many loads (vectors or scalars) are packed
+HEAVY_THREADS = 256  # threads a block at most where each element is heavy (see _launch_shape)
+HEAVY_WAVES = 8  # blocks an SM's worth of rows are split into where each element is heavy
 # A thread's share of a row, in float4s, up to which its passes keep the row in registers
 ROW_CACHE_VECTORS = 4
 PACKED_THREADS = 256
 
 
-def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
-    """Threads per block and blocks per row, from the layout's sizes alone."""
+def _launch_shape(lay: Layout, vec_ok: bool, heavy: bool = False) -> _Launch:
+    """Threads per block and blocks per row, from the layout's sizes alone.
+
+    `heavy`: each element costs tens of instructions (a convolution computed in the body), so
+    the kernel is bound by issue, not memory: blocks of at most HEAVY_THREADS threads (more
+    registers a thread before spilling) and rows split until about HEAVY_WAVES blocks per SM,
+    which keeps the last wave's idle SMs a small share."""
     a, b, c = lay.dims
     tile = lay.kind == "tile"
     rlen, kept = lay.rlen, lay.kept
+    most = HEAVY_THREADS if heavy else 1024
+    want = (HEAVY_WAVES if heavy else 2) * ASSUMED_SMS
     # Few rows and long ones: split each row over S blocks (partial states in a workspace).
     splits = 1
-    if not tile and kept < 2 * ASSUMED_SMS:
-        splits = max(1, min(-(-2 * ASSUMED_SMS // kept), rlen // SPLIT_MIN_ELEMS))
+    if not tile and kept < want:
+        splits = max(1, min(-(-want // kept), rlen // SPLIT_MIN_ELEMS))
     chunk = rlen
     if splits > 1:
         chunk = -(-rlen // splits)
@@ -676,7 +685,7 @@ def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
         splits = -(-rlen // chunk)
     if not tile:
         items = chunk // 4 if vec_ok else chunk
-        if lay.kind == "row" and splits == 1 and items <= PACKED_MAX_ITEMS:
+        if lay.kind == "row" and splits == 1 and items <= PACKED_MAX_ITEMS and not heavy:
             # Short rows (GroupNorm's 64-channel groups): a warp per row would leave lanes
             # idle and pay a block barrier per row; a few lanes per row, many rows per block.
             lanes = 1
@@ -684,7 +693,7 @@ def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
                 lanes *= 2
             return _Launch(1, chunk, threads=PACKED_THREADS, lanes=max(lanes, 2))
         threads = 32
-        while threads < 1024 and threads * 4 < items:
+        while threads < most and threads * 4 < items:
             threads *= 2
         return _Launch(splits, chunk, threads=threads)
     # Wider rows of threads read longer contiguous runs, while there are blocks enough.
@@ -692,12 +701,12 @@ def _launch_shape(lay: Layout, vec_ok: bool) -> _Launch:
     while tx < 128 and c > tx and -(-c // (2 * tx)) * a >= 2 * ASSUMED_SMS:
         tx *= 2
     ty = 1
-    while tx * ty < 1024 and ty * 8 < b:
+    while tx * ty < most and ty * 8 < b:
         ty *= 2
     # Few column blocks and a long reduced dim: split it over S blocks too.
     blocks = -(-c // tx) * min(a, 65535)
-    if blocks < 2 * ASSUMED_SMS and b >= 2048:
-        splits = max(1, min(-(-2 * ASSUMED_SMS // blocks), b // (ty * 64)))
+    if blocks < want and b >= 2048:
+        splits = max(1, min(-(-want // blocks), b // (ty * 64)))
         if splits > 1:
             chunk = -(-b // splits)
             splits = -(-b // chunk)
@@ -728,7 +737,7 @@ class _ReductionKernel:
         _, b, c = lay.dims
         self.vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
         self.vec_ok = self.vec_ok and not computes_convolution(g)
-        self.shape = _launch_shape(lay, self.vec_ok)
+        self.shape = _launch_shape(lay, self.vec_ok, heavy=computes_convolution(g))
         # Reduced values (v<vid>) declared so far, visible to the later passes and the outputs.
         self.field_memo: dict[object, str] = {}
         self.row_cache: set[str] = set()  # inputs whose row vectors an earlier pass cached

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from stitch_lsp.compiler.codegen import Codegen
+
 from .helpers import write_problem
 from .host_kernels import chained_output, check_program, nvcc_include, seeded_problem
 
@@ -99,19 +101,26 @@ def test_few_term_transposed_convolutions_leave_cudnn(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(INCLUDE is None, reason="needs nvcc's CUDA headers and g++")
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_direct_transposed_convolutions_compute_the_model(tmp_path: Path, dtype: str) -> None:
+@pytest.mark.parametrize("case", ["float32", "bfloat16", "split"])
+def test_direct_transposed_convolutions_compute_the_model(tmp_path: Path, case: str) -> None:
     """Each launcher agrees with the captured graph, and the launches chained (the batch norm's
-    statistics from the recomputed convolution, the pools from its stored output) give the
-    model's output, training-mode batch norm included."""
+    moments beside the stored convolution, the pools from it) give the model's output,
+    training-mode batch norm included. `split`: channels of 59,582 outputs, each split over
+    three blocks (partial moments in the workspace), as the full-size problem's are."""
+    dtype = "bfloat16" if case == "bfloat16" else "float32"
     source = SMALL_TRANSPOSED.replace("DTYPE", f"torch.{dtype}")
     if dtype != "float32":  # PyTorch's CPU build has no bf16 avg_pool3d for the reference
         source = source.replace("self.pool(self.pool(self.bn(", "torch.relu((self.bn(")
-    path = write_problem(tmp_path, f"direct_{dtype}", source)
-    model, inputs = seeded_problem(path, f"host_direct_{dtype}")
+    if case == "split":
+        source = source.replace("(2, 3, 5, 6, 7)", "(2, 3, 16, 16, 16)")
+    path = write_problem(tmp_path, f"direct_{case}", source)
+    model, inputs = seeded_problem(path, f"host_direct_{case}")
     model.train()
     assert check_program(path, model, inputs, INCLUDE) == []  # type: ignore[arg-type]
-    graph, _ = _plan(path)
+    graph, groups = _plan(path)
+    if case == "split":
+        cg = Codegen(graph, groups)  # type: ignore[arg-type]
+        assert "constexpr idx_t S = 3," in cg.cuda_source(with_gemm=False)
     got = chained_output(graph, model, inputs, INCLUDE)  # type: ignore[arg-type]
     with torch.no_grad():
         want = model(*inputs)[0]
