@@ -22,6 +22,7 @@ from stitch_lsp.compiler.attr_path import (
     is_identifier,
 )
 from stitch_lsp.compiler.codegen import Codegen, GroupKernel
+from stitch_lsp.compiler.direct_conv import is_direct
 from stitch_lsp.compiler.ir import Graph, Node, Unsupported, Use, float_source, numel
 from stitch_lsp.compiler.layout import strides_of
 from stitch_lsp.compiler.memplan import Buffer, Placement, plan
@@ -763,6 +764,14 @@ def candidate_source(
         if has_conv
         else ""
     )
+    direct = [n for g in groups for n in g.nodes if is_direct(n)]
+    if direct:
+        sites = ", ".join(dict.fromkeys(n.origin for n in direct))
+        conv_note += (
+            f"\n# Computed in the generated kernels instead of cuDNN: {comment_text(sites)}.\n"
+            "# A transposed convolution of so few products per output runs slowly there\n"
+            "# (stitch_lsp/compiler/direct_conv.py); each output is summed over its landing taps.\n"
+        )
     std_imports = [
         "import ctypes",
         "import torch",

@@ -10,7 +10,7 @@ import pytest
 
 from stitch_lsp.compiler.codegen import Codegen
 
-from .helpers import write_problem
+from .helpers import generate_for, write_problem
 from .host_kernels import chained_output, check_program, nvcc_include, seeded_problem
 
 torch = pytest.importorskip("torch")
@@ -95,6 +95,11 @@ def test_few_term_transposed_convolutions_leave_cudnn(tmp_path: Path) -> None:
     assert not [g for g in groups if g.kind == "conv"]  # type: ignore[attr-defined]
     convs = [n for n in graph.nodes if n.kind == "conv"]  # type: ignore[attr-defined]
     assert len(convs) == 3 and all(n.params.get("direct") for n in convs)
+    cand = generate_for(write_problem(tmp_path, "small_t_gen", source))
+    assert cand.handled, cand.reason
+    text = cand.source or ""
+    assert "F.conv_transpose" not in text  # no cuDNN call left
+    assert "instead of cuDNN: self.conv3 (line 19), self.conv2 (line 20)" in text, text[:3000]
     graph, groups = _plan(write_problem(tmp_path, "wide", WIDE))
     assert len([g for g in groups if g.kind == "conv"]) == 3  # type: ignore[attr-defined]
     assert not any(n.params.get("direct") for n in graph.nodes)  # type: ignore[attr-defined]
@@ -134,7 +139,7 @@ def test_direct_transposed_convolutions_compute_the_model(tmp_path: Path, case: 
 def test_direct_transposed_convolutions_match_the_model_on_the_gpu(tmp_path: Path) -> None:
     """KernelBench's 72 at a tenth of its batch, training mode: output and running statistics
     as the model's, over a plain call, the graph capture and a replay."""
-    from .helpers import fresh_candidate, generate_for, import_path
+    from .helpers import fresh_candidate, import_path
 
     source = SMALL_TRANSPOSED.replace("DTYPE", "torch.float32")
     source = source.replace(
