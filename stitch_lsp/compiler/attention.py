@@ -370,26 +370,37 @@ COMBINE_KERNEL = r"""
 // The splits of each row merged: weights 2^(m_s - max) (maxima in log2 units), output
 // sum(w O_s) / sum(w l_s). DV / 2 threads per (batch, head, row), two columns each, and
 // blockDim.y rows per block: blocks of one row (32 threads at head 64) leave the SMs idle
-// between tiny blocks.
-template <typename T, int DV>
+// between tiny blocks. SPLITS is a constant, so both loops unroll and every split's loads are
+// in flight at once instead of one round trip to memory per split.
+template <typename T, int DV, int SPLITS>
 __global__ void __launch_bounds__(128)
-stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int splits, int heads,
-                     int lq, int rows) {
+stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int heads, int lq,
+                     int rows) {
   const int r = blockIdx.x * blockDim.y + threadIdx.y;
   if (r >= rows) return;
-  const float* p = part + (long long)r * splits * (DV + 2);
+  const float* p = part + (long long)r * SPLITS * (DV + 2);
   const long long row = r % lq, bh = r / lq;
   const long long at = ((bh / heads) * lq + row) * heads + bh % heads;
-  float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, p[s * (DV + 2) + DV]);
-  float l = 0.f, a0 = 0.f, a1 = 0.f;
   const int c = 2 * threadIdx.x;
-  for (int s = 0; s < splits; ++s) {
+  float ms[SPLITS], ls[SPLITS], x0[SPLITS], x1[SPLITS];
+#pragma unroll
+  for (int s = 0; s < SPLITS; ++s) {
     const float* ps = p + s * (DV + 2);
-    const float w = ps[DV] == -INFINITY ? 0.f : exp2f(ps[DV] - m);
-    l += w * ps[DV + 1];
-    a0 += w * ps[c];
-    a1 += w * ps[c + 1];
+    ms[s] = ps[DV];
+    ls[s] = ps[DV + 1];
+    x0[s] = ps[c];
+    x1[s] = ps[c + 1];
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int s = 0; s < SPLITS; ++s) m = fmaxf(m, ms[s]);
+  float l = 0.f, a0 = 0.f, a1 = 0.f;
+#pragma unroll
+  for (int s = 0; s < SPLITS; ++s) {
+    const float w = ms[s] == -INFINITY ? 0.f : exp2f(ms[s] - m);
+    l += w * ls[s];
+    a0 += w * x0[s];
+    a1 += w * x1[s];
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
   reinterpret_cast<uint32_t*>(out)[(at * DV + c) >> 1] = stitch_pack2<T>(a0 * inv, a1 * inv);
@@ -403,6 +414,8 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int sp
 SM_COUNT = 132
 # With fewer CTAs than that, keys are split (flash-decoding) until about twice this many run.
 SPLIT_TARGET_CTAS = 2 * SM_COUNT
+# The combine keeps each split's max, sum and two outputs in registers: at most this many.
+MAX_SPLITS = 64
 # Threads per combine block (several rows of DV / 2 threads each).
 COMBINE_THREADS = 128
 
@@ -437,7 +450,7 @@ def key_splits(ctas: int, lk: int) -> tuple[int, int]:
     tiles = -(-lk // 64)
     if ctas >= SM_COUNT or tiles < 4:
         return 1, tiles * 64
-    want = min(tiles // 2, -(-SPLIT_TARGET_CTAS // ctas))
+    want = min(tiles // 2, -(-SPLIT_TARGET_CTAS // ctas), MAX_SPLITS)
     per = -(-tiles // max(want, 1))
     return -(-tiles // per), per * 64
 
@@ -529,9 +542,9 @@ def attention_launcher(
         rows = b * heads * lq
         per_block = max(1, COMBINE_THREADS // (dv // 2))
         lines.append(
-            f"  stitch_flash_combine<{ctype}, {dv}><<<{-(-rows // per_block)}, "
+            f"  stitch_flash_combine<{ctype}, {dv}, {splits}><<<{-(-rows // per_block)}, "
             f"dim3({dv // 2}, {per_block}), 0, stream>>>("
-            f"(const float*)ws, {out}, {splits}, {heads}, {lq}, {rows});"
+            f"(const float*)ws, {out}, {heads}, {lq}, {rows});"
         )
     lines += ["  return (int)cudaGetLastError();", "}"]
     what = "causal " if node.params.get("causal") else ""
