@@ -110,6 +110,9 @@ __device__ __forceinline__ float stitch_mask_f(bool x) { return x ? 1.f : 0.f; }
 __device__ __forceinline__ float stitch_mask_f(float x) { return x; }
 __device__ __forceinline__ float stitch_mask_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float stitch_mask_f(__half x) { return __half2float(x); }
+// Threads a flash CTA has (its launches and __launch_bounds__ say so too): a constant stride lets
+// the loaders unroll, so a thread's loads are all in flight before the first store waits.
+#define STITCH_ATTN_THREADS 128
 // Rows r0.. of a (64 x W) tile into shared memory (row pitch P), zeros past row n: with VEC
 // (16-byte aligned rows) as cp.async copies that land while the tensor cores work on the
 // previous tile, else element by element.
@@ -118,13 +121,15 @@ __device__ __forceinline__ void stitch_attn_rows(unsigned short* s, const unsign
                                                  long long ld, int r0, int n) {
   if (VEC) {
     constexpr int C = W / 8;
-    for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
+#pragma unroll
+    for (int i = threadIdx.x; i < 64 * C; i += STITCH_ATTN_THREADS) {
       const int r = i / C, c = (i % C) * 8;
       const bool in = r0 + r < n;
       stitch_cp16(s + r * P + c, g + (in ? (r0 + r) * ld + c : 0), in);
     }
   } else {
-    for (int i = threadIdx.x; i < 64 * W; i += blockDim.x) {
+#pragma unroll 8
+    for (int i = threadIdx.x; i < 64 * W; i += STITCH_ATTN_THREADS) {
       const int r = i / W, c = i % W;
       s[r * P + c] = r0 + r < n ? g[(r0 + r) * ld + c] : (unsigned short)0;
     }
@@ -139,7 +144,8 @@ __device__ __forceinline__ void stitch_attn_packed_q(unsigned short* s, const un
                                                      const StitchAttnDims& d, int hk, int r0) {
   constexpr int C = VEC ? W / 8 : W;
   const int n = d.group * d.lq;
-  for (int i = threadIdx.x; i < 64 * C; i += blockDim.x) {
+#pragma unroll 8
+  for (int i = threadIdx.x; i < 64 * C; i += STITCH_ATTN_THREADS) {
     const int r = i / C, c = (i % C) * (VEC ? 8 : 1);
     const int p = r0 + r;
     const bool in = p < n;
@@ -159,7 +165,7 @@ __device__ __forceinline__ void stitch_attn_packed_q(unsigned short* s, const un
 // the second K buffer first.
 template <typename T, int D, int DV, bool CAUSAL, int MASK, typename MT, bool VEC, bool SPLIT,
           bool PACK>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(STITCH_ATTN_THREADS)
 stitch_flash_attn(const T* __restrict__ q_, const T* __restrict__ k_, const T* __restrict__ v_,
                   const MT* __restrict__ mask, T* __restrict__ out, float* __restrict__ part,
                   StitchAttnDims d) {
@@ -514,7 +520,7 @@ def attention_launcher(
 
     def launch(vec: str) -> str:
         return (
-            f"{kernel(vec)}<<<grid, 128, {smem}, stream>>>("
+            f"{kernel(vec)}<<<grid, STITCH_ATTN_THREADS, {smem}, stream>>>("
             f"{at(q)}, {at(k)}, {at(v)}, {mask_ptr}, {out}, {part}, d);"
         )
 
