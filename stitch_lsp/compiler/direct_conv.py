@@ -43,6 +43,9 @@ def runs_direct(node: Node) -> bool:
     """Whether this convolution runs in the generated kernel instead of cuDNN."""
     if node.kind != "conv" or not node.fn.startswith("conv_transpose"):
         return False
+    # The loops read the input as contiguous NC... and the weight as contiguous (Cin, Cout/g, k...).
+    if node.params.get("channels_last") or any(u.strided or u.trans for u in node.uses[:2]):
+        return False
     if isinstance(node.params.get("padding"), str):
         return False
     dilation: tuple[int, ...] = node.params.get("dilation", ())  # type: ignore[assignment]
