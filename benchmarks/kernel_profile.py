@@ -50,9 +50,11 @@ def force_attention(model_new: Any, path: str) -> None:
     from stitch_lsp.runtime.choice import OURS, TimedChoice
 
     def timer(fn: Any, runs: int) -> float:
-        fn()  # the first call times ours, the second the vendor's
+        # Each site's decision times ours, then the vendor's (counted before the call, so a
+        # vendor that raises does not shift the next site's count).
         timer.calls += 1  # type: ignore[attr-defined]
         mine = timer.calls % 2 == 1  # type: ignore[attr-defined]
+        fn()
         return 1.0 if mine == (path == OURS) else 10.0
 
     timer.calls = 0  # type: ignore[attr-defined]
