@@ -17,7 +17,16 @@ LOOP_LIMIT_MS = 100.0
 
 def _run(name: str, tmp_path: Path) -> Outcome:
     outcome = run_case(name, tmp_path)
-    assert outcome.max_lag_ms < LOOP_LIMIT_MS, (outcome.max_lag_ms, outcome.worst_during)
+    if outcome.max_lag_ms >= LOOP_LIMIT_MS:
+        # The server's monitor measures wall-clock lag, which also counts time the OS gave the
+        # CPUs to other processes (the full suite runs three workers on two cores: 139 ms
+        # once, with nothing blocking). A blocking handler blocks again; so the case runs once
+        # more, on a fresh server, and that run decides.
+        first = outcome.max_lag_ms
+        again = tmp_path / "again"
+        again.mkdir()
+        outcome = run_case(name, again)
+        assert outcome.max_lag_ms < LOOP_LIMIT_MS, (first, outcome.max_lag_ms, outcome.worst_during)
     assert outcome.answers.get("hover_s", 0.0) < 5.0  # other requests are answered meanwhile
     return outcome
 
