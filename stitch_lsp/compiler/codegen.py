@@ -21,7 +21,7 @@ from stitch_lsp.compiler.attention import ATTENTION_PREAMBLE, COMBINE_KERNEL, at
 from stitch_lsp.compiler.catalog import EW
 from stitch_lsp.compiler.direct_conv import direct_conv_lines, is_direct
 from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported, Use, numel
-from stitch_lsp.compiler.layout import blas_operand, index_expr
+from stitch_lsp.compiler.layout import blas_operand, index_expr, spatial_coords
 from stitch_lsp.compiler.partition import Group, Layout, reads
 from stitch_lsp.compiler.recurrent import outputs_needed, rnn_launcher, rnn_preamble
 from stitch_lsp.compiler.templates import (
@@ -238,14 +238,9 @@ class _GroupGen:
         is_max = node.fn == "max_pool"
         name = f"v{node.vid}"
         i = scope.index
-        lines = [f"float {name} = {'-INFINITY' if is_max else '0.f'};", "{"]
-        stride = 1
-        coords = []
-        for d in range(len(out) - 1, 1, -1):
-            coords.append(f"  const idx_t o{d} = ({i} / {stride}) % {out[d]};")
-            stride *= out[d]
-        lines += list(reversed(coords))
-        lines.append(f"  const idx_t nc = {i} / {stride};")
+        coords, spatial = spatial_coords(i, out)
+        lines = [f"float {name} = {'-INFINITY' if is_max else '0.f'};", "{", *coords]
+        lines.append(f"  const idx_t nc = {i} / {spatial};")
         base = "nc"
         loops = []
         for d in range(nd):

@@ -24,6 +24,7 @@ import math
 from typing import cast
 
 from stitch_lsp.compiler.ir import Graph, Node
+from stitch_lsp.compiler.layout import spatial_coords
 
 # Products per output element at most: 3 input channels x 8 landing taps (3x3x3 at stride 2).
 MAX_TERMS = 32
@@ -73,12 +74,8 @@ def direct_conv_lines(node: Node, index: str, name: str, x_load: str, w_load: st
     pad: tuple[int, ...] = node.params["padding"]  # type: ignore[assignment]
     groups = int(cast(int, node.params.get("groups", 1)))
     cin_g, cout_g = inp[1] // groups, out[1] // groups
-    lines = [f"float {name} = 0.f;", "{"]
-    coords, step = [], 1
-    for d in range(len(out) - 1, 1, -1):
-        coords.append(f"  const idx_t o{d} = ({index} / {step}) % {out[d]};")
-        step *= out[d]
-    lines += reversed(coords)
+    coords, step = spatial_coords(index, out)
+    lines = [f"float {name} = 0.f;", "{", *coords]
     lines.append(f"  const idx_t co = ({index} / {step}) % {out[1]};")
     lines.append(f"  const idx_t nb = {index} / {step * out[1]};")
     lines.append(f"  const idx_t c0 = (co / {cout_g}) * {cin_g}, cg = co % {cout_g};")

@@ -337,6 +337,17 @@ def index_expr(index: str, consumer: Shape, u: Use) -> tuple[str, bool]:
     return (" + ".join(terms) if terms else "0"), False
 
 
+def spatial_coords(index: str, shape: Shape) -> tuple[list[str], int]:
+    """C lines naming `o2`, `o3`, ... the spatial coordinates of flat index `index` in an
+    (N, C, spatial...) contiguous `shape`, and the spatial size: `index` / it is n * C + c.
+    For the windows that loop over them (pools, direct convolutions)."""
+    lines, step = [], 1
+    for d in range(len(shape) - 1, 1, -1):
+        lines.append(f"  const idx_t o{d} = ({index} / {step}) % {shape[d]};")
+        step *= shape[d]
+    return lines[::-1], step
+
+
 def blas_operand(u: Use) -> tuple[bool, int, int, int]:
     """(transposed, ld, batch stride, offset) of a row-major GEMM operand of shape
     (batch, r, c) or (r, c), for cuBLAS (which sees it column-major)."""
