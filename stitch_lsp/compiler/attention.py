@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from stitch_lsp.compiler import layout
 from stitch_lsp.compiler.ir import Node, Use
+from stitch_lsp.compiler.target import ASSUMED_SMS
 
 ATTENTION_PREAMBLE = r"""
 // ---- flash attention (bf16/fp16 in, fp32 accumulation): see stitch_lsp/compiler/attention.py ----
@@ -413,13 +414,11 @@ stitch_flash_combine(const float* __restrict__ part, T* __restrict__ out, int he
 }
 """
 
-# An H100/H200's SM count. A launch of at least this many CTAs has one per SM: splitting its keys
-# buys little parallelism and costs the combine's launch and the fp32 partials' round trip
-# (ViT-S's 197 keys in two splits on an H200: 12.9 us of flash kernel plus 7.5 us of combine,
-# against cuDNN's 6.2 us).
-SM_COUNT = 132
-# With fewer CTAs than that, keys are split (flash-decoding) until about twice this many run.
-SPLIT_TARGET_CTAS = 2 * SM_COUNT
+# A launch of at least ASSUMED_SMS CTAs has one per SM: splitting its keys buys little
+# parallelism and costs the combine's launch and the fp32 partials' round trip (ViT-S's 197 keys
+# in two splits on an H200: 12.9 us of flash kernel plus 7.5 us of combine, against cuDNN's
+# 6.2 us). With fewer CTAs, keys are split (flash-decoding) until about twice that many run.
+SPLIT_TARGET_CTAS = 2 * ASSUMED_SMS
 # The combine keeps each split's max, sum and two outputs in registers: at most this many.
 MAX_SPLITS = 64
 # Threads per combine block (several rows of DV / 2 threads each).
@@ -454,7 +453,7 @@ def key_splits(ctas: int, lk: int) -> tuple[int, int]:
     """(splits, keys per split): one split unless the grid has fewer CTAs than the GPU has SMs
     and there are keys to share out (at least two 64-key tiles per split)."""
     tiles = -(-lk // 64)
-    if ctas >= SM_COUNT or tiles < 4:
+    if ctas >= ASSUMED_SMS or tiles < 4:
         return 1, tiles * 64
     want = min(tiles // 2, -(-SPLIT_TARGET_CTAS // ctas), MAX_SPLITS)
     per = -(-tiles // max(want, 1))

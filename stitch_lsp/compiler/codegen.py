@@ -24,6 +24,7 @@ from stitch_lsp.compiler.ir import Const, Graph, Leaf, Node, Shape, Unsupported,
 from stitch_lsp.compiler.layout import blas_operand, index_expr, spatial_coords
 from stitch_lsp.compiler.partition import Group, Layout, reads
 from stitch_lsp.compiler.recurrent import outputs_needed, rnn_launcher, rnn_preamble
+from stitch_lsp.compiler.target import ASSUMED_SMS
 from stitch_lsp.compiler.templates import (
     CUBLAS_PREAMBLE,
     CUBLASLT_PREAMBLE,
@@ -35,8 +36,6 @@ from stitch_lsp.compiler.templates import (
 )
 
 INT32_LIMIT = 2**31 - 1
-# Static launch choices assume an H100/H200-class GPU; grids are still sized at run time.
-ASSUMED_SMS = 132
 SPLIT_MIN_ELEMS = 16384  # a row is split over blocks only in pieces at least this long
 STATE_BYTES = {
     "SumS": 4,

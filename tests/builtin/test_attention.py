@@ -340,12 +340,13 @@ def test_dropout_attention_is_refused_as_random(tmp_path: Path) -> None:
 def test_keys_are_split_only_where_the_grid_leaves_sms_idle() -> None:
     """A decode step's 8 CTAs over 2,048 keys spread their keys over 128 CTAs; ViT-S's 192 CTAs
     over 197 keys already cover the 132 SMs, so no split, and no combine launch, follows."""
-    from stitch_lsp.compiler.attention import MAX_SPLITS, SM_COUNT, key_splits
+    from stitch_lsp.compiler.attention import MAX_SPLITS, key_splits
+    from stitch_lsp.compiler.target import ASSUMED_SMS
 
     assert key_splits(8, 2048) == (16, 128)
     assert key_splits(4 * 6 * 8, 197) == (1, 256)
-    assert key_splits(SM_COUNT, 4096) == (1, 4096)
-    assert key_splits(SM_COUNT - 1, 4096) == (3, 22 * 64)  # about twice the SMs' worth of CTAs
+    assert key_splits(ASSUMED_SMS, 4096) == (1, 4096)
+    assert key_splits(ASSUMED_SMS - 1, 4096) == (3, 22 * 64)  # about twice the SMs' worth of CTAs
     assert key_splits(1, 180) == (1, 192)  # under four tiles: nothing to share out
     assert key_splits(1, 65536)[0] == MAX_SPLITS  # one CTA over a long cache: capped
 
