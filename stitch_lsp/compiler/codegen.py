@@ -730,8 +730,10 @@ class _ReductionKernel:
         gen.red_scope = self.scope
         _, b, c = lay.dims
         self.vec_ok = (lay.kind == "row" and b % 4 == 0) or (lay.kind == "chan" and c % 4 == 0)
-        self.vec_ok = self.vec_ok and not computes_convolution(g)
-        self.shape = _launch_shape(lay, self.vec_ok, heavy=computes_convolution(g))
+        # a convolution computed per element (direct_conv.py): no float4 lanes, short blocks
+        self.heavy = computes_convolution(g)
+        self.vec_ok = self.vec_ok and not self.heavy
+        self.shape = _launch_shape(lay, self.vec_ok, heavy=self.heavy)
         # Reduced values (v<vid>) declared so far, visible to the later passes and the outputs.
         self.field_memo: dict[object, str] = {}
         self.row_cache: set[str] = set()  # inputs whose row vectors an earlier pass cached
@@ -778,7 +780,7 @@ class _ReductionKernel:
         body = self.gen.full_loop(False, push, stores)
         # Four elements a trip keep four loads in flight; a convolution computed in the body
         # (its own loop over taps) gains nothing from that and would spill registers.
-        ways = 1 if computes_convolution(self.gen.g) else 4
+        ways = 1 if self.heavy else 4
         out += [*self._unrolled(f"J0 + {lane}", f"(idx_t){width}", ways, body, 2), "}"]
         return out
 
